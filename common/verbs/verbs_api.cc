@@ -1,0 +1,76 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#include "verbs/verbs_api.h"
+
+#include <cerrno>
+
+namespace roce::verbs {
+
+namespace {
+
+// Several rdma-core entry points are macros or static inline functions in
+// verbs.h (ibv_query_port, ibv_query_gid_ex, ibv_poll_cq, ibv_post_send ...):
+// captureless lambdas give them an address without changing their behaviour.
+const VerbsApi kReal = {
+    /*get_device_list=*/[](int *n) { return ibv_get_device_list(n); },
+    /*free_device_list=*/[](ibv_device **l) { ibv_free_device_list(l); },
+    /*get_device_name=*/[](ibv_device *d) { return ibv_get_device_name(d); },
+    /*open_device=*/[](ibv_device *d) { return ibv_open_device(d); },
+    /*close_device=*/[](ibv_context *c) { return ibv_close_device(c); },
+    /*query_device=*/[](ibv_context *c, ibv_device_attr *a) { return ibv_query_device(c, a); },
+    /*query_port=*/[](ibv_context *c, uint8_t p, ibv_port_attr *a) { return ibv_query_port(c, p, a); },
+    /*query_gid_ex=*/
+    [](ibv_context *c, uint32_t p, uint32_t i, ibv_gid_entry *e, uint32_t f) {
+        return ibv_query_gid_ex(c, p, i, e, f);
+    },
+    /*query_gid_table=*/
+    [](ibv_context *c, ibv_gid_entry *e, size_t n, uint32_t f) {
+        return ibv_query_gid_table(c, e, n, f);
+    },
+    /*query_pkey=*/[](ibv_context *c, uint8_t p, int i, __be16 *k) { return ibv_query_pkey(c, p, i, k); },
+    /*get_async_event=*/[](ibv_context *c, ibv_async_event *e) { return ibv_get_async_event(c, e); },
+    /*ack_async_event=*/[](ibv_async_event *e) { ibv_ack_async_event(e); },
+    /*alloc_pd=*/[](ibv_context *c) { return ibv_alloc_pd(c); },
+    /*dealloc_pd=*/[](ibv_pd *pd) { return ibv_dealloc_pd(pd); },
+    /*reg_mr=*/[](ibv_pd *pd, void *a, size_t l, int acc) { return ibv_reg_mr(pd, a, l, acc); },
+    /*dereg_mr=*/[](ibv_mr *mr) { return ibv_dereg_mr(mr); },
+    /*create_comp_channel=*/[](ibv_context *c) { return ibv_create_comp_channel(c); },
+    /*destroy_comp_channel=*/[](ibv_comp_channel *ch) { return ibv_destroy_comp_channel(ch); },
+    /*create_cq=*/
+    [](ibv_context *c, int n, void *ctx, ibv_comp_channel *ch, int v) {
+        return ibv_create_cq(c, n, ctx, ch, v);
+    },
+    /*destroy_cq=*/[](ibv_cq *cq) { return ibv_destroy_cq(cq); },
+    /*poll_cq=*/[](ibv_cq *cq, int n, ibv_wc *wc) { return ibv_poll_cq(cq, n, wc); },
+    /*req_notify_cq=*/[](ibv_cq *cq, int s) { return ibv_req_notify_cq(cq, s); },
+    /*create_srq=*/[](ibv_pd *pd, ibv_srq_init_attr *a) { return ibv_create_srq(pd, a); },
+    /*destroy_srq=*/[](ibv_srq *s) { return ibv_destroy_srq(s); },
+    /*post_srq_recv=*/
+    [](ibv_srq *s, ibv_recv_wr *wr, ibv_recv_wr **bad) { return ibv_post_srq_recv(s, wr, bad); },
+    /*create_qp=*/[](ibv_pd *pd, ibv_qp_init_attr *a) { return ibv_create_qp(pd, a); },
+    /*destroy_qp=*/[](ibv_qp *qp) { return ibv_destroy_qp(qp); },
+    /*modify_qp=*/[](ibv_qp *qp, ibv_qp_attr *a, int m) { return ibv_modify_qp(qp, a, m); },
+    /*query_qp=*/
+    [](ibv_qp *qp, ibv_qp_attr *a, int m, ibv_qp_init_attr *i) { return ibv_query_qp(qp, a, m, i); },
+    /*post_send=*/
+    [](ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) { return ibv_post_send(qp, wr, bad); },
+    /*post_recv=*/
+    [](ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad) { return ibv_post_recv(qp, wr, bad); },
+    /*create_ah=*/[](ibv_pd *pd, ibv_ah_attr *a) { return ibv_create_ah(pd, a); },
+    /*destroy_ah=*/[](ibv_ah *ah) { return ibv_destroy_ah(ah); },
+};
+
+} // namespace
+
+const VerbsApi &real_verbs() noexcept { return kReal; }
+
+int normalize_rc(int rc, int saved_errno) noexcept {
+    if (rc == 0) {
+        return 0;
+    }
+    if (rc == -1) {
+        return saved_errno > 0 ? saved_errno : EIO;
+    }
+    return rc < 0 ? -rc : rc;
+}
+
+} // namespace roce::verbs

@@ -1,0 +1,71 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace roce::verbs {
+
+/// The table of rdma-core entry points that ompi-roce uses. common/verbs is
+/// the only code that calls ibv_* / mlx5dv_* directly; everything else calls
+/// through a `const VerbsApi &` handed to it at init, so tests can pass a
+/// fake that models the hardware (tests/unit/fake_verbs.h) instead.
+///
+/// Conventions are rdma-core's, unchanged: functions returning int return 0
+/// or an errno value (some providers return -1 and set errno: use
+/// verbs::normalize_rc() on the result); functions returning pointers return
+/// NULL and set errno. Entries may be called from any thread, as rdma-core's.
+struct VerbsApi {
+    // Devices
+    ibv_device **(*get_device_list)(int *num_devices);
+    void (*free_device_list)(ibv_device **list);
+    const char *(*get_device_name)(ibv_device *device);
+    ibv_context *(*open_device)(ibv_device *device);
+    int (*close_device)(ibv_context *context);
+    int (*query_device)(ibv_context *context, ibv_device_attr *attr);
+    int (*query_port)(ibv_context *context, uint8_t port, ibv_port_attr *attr);
+    int (*query_gid_ex)(ibv_context *context, uint32_t port, uint32_t index,
+                        ibv_gid_entry *entry, uint32_t flags);
+    ssize_t (*query_gid_table)(ibv_context *context, ibv_gid_entry *entries, size_t max_entries,
+                               uint32_t flags);
+    int (*query_pkey)(ibv_context *context, uint8_t port, int index, __be16 *pkey);
+    int (*get_async_event)(ibv_context *context, ibv_async_event *event);
+    void (*ack_async_event)(ibv_async_event *event);
+
+    // Protection domains, memory, completion queues
+    ibv_pd *(*alloc_pd)(ibv_context *context);
+    int (*dealloc_pd)(ibv_pd *pd);
+    ibv_mr *(*reg_mr)(ibv_pd *pd, void *addr, size_t length, int access);
+    int (*dereg_mr)(ibv_mr *mr);
+    ibv_comp_channel *(*create_comp_channel)(ibv_context *context);
+    int (*destroy_comp_channel)(ibv_comp_channel *channel);
+    ibv_cq *(*create_cq)(ibv_context *context, int cqe, void *cq_context,
+                         ibv_comp_channel *channel, int comp_vector);
+    int (*destroy_cq)(ibv_cq *cq);
+    int (*poll_cq)(ibv_cq *cq, int num_entries, ibv_wc *wc);
+    int (*req_notify_cq)(ibv_cq *cq, int solicited_only);
+
+    // Queue pairs, shared receive queues, address handles
+    ibv_srq *(*create_srq)(ibv_pd *pd, ibv_srq_init_attr *attr);
+    int (*destroy_srq)(ibv_srq *srq);
+    int (*post_srq_recv)(ibv_srq *srq, ibv_recv_wr *wr, ibv_recv_wr **bad_wr);
+    ibv_qp *(*create_qp)(ibv_pd *pd, ibv_qp_init_attr *attr);
+    int (*destroy_qp)(ibv_qp *qp);
+    int (*modify_qp)(ibv_qp *qp, ibv_qp_attr *attr, int attr_mask);
+    int (*query_qp)(ibv_qp *qp, ibv_qp_attr *attr, int attr_mask, ibv_qp_init_attr *init_attr);
+    int (*post_send)(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad_wr);
+    int (*post_recv)(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad_wr);
+    ibv_ah *(*create_ah)(ibv_pd *pd, ibv_ah_attr *attr);
+    int (*destroy_ah)(ibv_ah *ah);
+};
+
+/// The real rdma-core table (static storage; valid for the whole process).
+const VerbsApi &real_verbs() noexcept;
+
+/// rdma-core functions return either 0/errno or -1 with errno set; this
+/// turns any of those into 0 or a positive errno value.
+int normalize_rc(int rc, int saved_errno) noexcept;
+
+} // namespace roce::verbs
