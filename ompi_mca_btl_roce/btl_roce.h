@@ -1,0 +1,56 @@
+/*
+ * Copyright (c) 2026 ompi-roce developers. See LICENSE.
+ *
+ * The roce BTL as Open MPI sees it: the component structure and the thunks
+ * that the C component file wires into it. Everything behind the thunks is
+ * C++ (btl_roce_*.cc) and never lets an exception reach Open MPI.
+ */
+#ifndef MCA_BTL_ROCE_H
+#define MCA_BTL_ROCE_H
+
+#include "opal_config.h"
+
+#include <stdbool.h>
+
+#include "opal/mca/btl/btl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Storage of the MCA parameters; Open MPI writes the user's values here
+ *  during registration. Validated copies live in the C++ core. */
+typedef struct mca_btl_roce_params_t {
+    char *if_include;
+    char *if_exclude;
+    int gid_index;
+    int roce_version;
+    int address_family;
+    unsigned int qkey;
+    int verbose;
+} mca_btl_roce_params_t;
+
+typedef struct mca_btl_roce_component_t {
+    mca_btl_base_component_3_0_0_t super;
+    mca_btl_roce_params_t params;
+    /** opal_output stream of this component (-1 until opened). */
+    int output;
+} mca_btl_roce_component_t;
+
+OPAL_MODULE_DECLSPEC extern mca_btl_roce_component_t mca_btl_roce_component;
+
+/* Thunks implemented in C++ (btl_roce_component_cxx.cc). Each is noexcept
+ * and maps internal errors to OPAL_ERR_* codes. */
+int mca_btl_roce_component_register_params(void);
+int mca_btl_roce_component_open_cxx(void);
+int mca_btl_roce_component_close_cxx(void);
+mca_btl_base_module_t **mca_btl_roce_component_init_cxx(int *num_btls,
+                                                        bool enable_progress_threads,
+                                                        bool enable_mpi_threads);
+int mca_btl_roce_component_progress_cxx(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MCA_BTL_ROCE_H */

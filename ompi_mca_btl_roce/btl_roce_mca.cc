@@ -1,0 +1,124 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#include "btl_roce_mca.h"
+
+#include "opal/constants.h"
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/mca/base/mca_base_var_enum.h"
+#include "opal/mca/btl/base/base.h"
+
+#include "btl_roce.h"
+
+namespace roce::btl {
+
+namespace {
+
+mca_base_component_t *component() { return &mca_btl_roce_component.super.btl_version; }
+
+// Registration never fails the component: a parameter that cannot be
+// registered keeps its default, and validation reports bad values later.
+template <typename T>
+void reg(const char *name, const char *help, mca_base_var_type_t type, mca_base_var_enum_t *en,
+         mca_base_var_info_lvl_t level, T *storage) {
+    (void)mca_base_component_var_register(component(), name, help, type, en, 0,
+                                          static_cast<mca_base_var_flag_t>(0), level,
+                                          MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+mca_base_var_enum_t *make_enum(const char *name, const mca_base_var_enum_value_t *values) {
+    mca_base_var_enum_t *en = nullptr;
+    if (mca_base_var_enum_create(name, values, &en) != OPAL_SUCCESS) {
+        return nullptr;
+    }
+    return en;
+}
+
+void release_enum(mca_base_var_enum_t *en) {
+    if (en != nullptr) {
+        OBJ_RELEASE(en);
+    }
+}
+
+} // namespace
+
+int register_params() noexcept {
+    try {
+        mca_btl_roce_params_t &p = mca_btl_roce_component.params;
+        (void)mca_base_var_group_component_register(
+            component(), "RoCE/LAG-aware verbs transport (ompi-roce)");
+
+        p.if_include = nullptr;
+        reg("if_include",
+            "Comma-separated list of what this BTL may use; nothing else is used. Entries: an "
+            "RDMA device (mlx5_bond_0), one port of it (mlx5_bond_0:1), a netdev (bond0, "
+            "bond0.3027) or a subnet (198.18.0.0/24) that a GID's address must lie in. Mutually "
+            "exclusive with btl_roce_if_exclude. Default: empty (use every RoCE port).",
+            MCA_BASE_VAR_TYPE_STRING, nullptr, OPAL_INFO_LVL_1, &p.if_include);
+        p.if_exclude = nullptr;
+        reg("if_exclude",
+            "Comma-separated list of RDMA devices, device:port pairs, netdevs or subnets this "
+            "BTL must not use (same forms as btl_roce_if_include, with which it is mutually "
+            "exclusive). Default: empty.",
+            MCA_BASE_VAR_TYPE_STRING, nullptr, OPAL_INFO_LVL_1, &p.if_exclude);
+
+        p.gid_index = -1;
+        reg("gid_index",
+            "GID table index to use on every port, or -1 to choose automatically (RoCE v2, "
+            "IPv4-mapped, in the peer's subnet). A forced index is still checked against the "
+            "live table (exists, not empty, RoCE, netdev allowed) and refused with the reason "
+            "if unusable; roce-doctor shows the table.",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_3, &p.gid_index);
+
+        static const mca_base_var_enum_value_t kVersions[] = {
+            {0, "auto"}, {1, "v1"}, {2, "v2"}, {0, nullptr}};
+        mca_base_var_enum_t *versions = make_enum("btl_roce_roce_versions", kVersions);
+        p.roce_version = 0;
+        reg("roce_version",
+            "RoCE version of the GIDs to use: auto (prefer RoCE v2, fall back to v1), v1 or v2 "
+            "(also accepted as 0, 1, 2).",
+            MCA_BASE_VAR_TYPE_INT, versions, OPAL_INFO_LVL_3, &p.roce_version);
+        release_enum(versions);
+
+        static const mca_base_var_enum_value_t kFamilies[] = {
+            {0, "auto"}, {4, "ipv4"}, {6, "ipv6"}, {0, nullptr}};
+        mca_base_var_enum_t *families = make_enum("btl_roce_address_families", kFamilies);
+        p.address_family = 0;
+        reg("address_family",
+            "Address family of the GIDs to use: auto (IPv4-mapped, then global IPv6, then "
+            "link-local IPv6 as a last resort), ipv4 or ipv6.",
+            MCA_BASE_VAR_TYPE_INT, families, OPAL_INFO_LVL_3, &p.address_family);
+        release_enum(families);
+
+        p.qkey = select::kDefaultQkey;
+        reg("qkey",
+            "Q_Key of the UD queue pairs used for connection setup. Must have bit 31 clear "
+            "(below 0x80000000) unless the process has CAP_NET_RAW: the kernel refuses a "
+            "'controlled' qkey with EPERM otherwise.",
+            MCA_BASE_VAR_TYPE_UNSIGNED_INT, nullptr, OPAL_INFO_LVL_5, &p.qkey);
+
+        p.verbose = 0;
+        reg("verbose",
+            "Verbosity of the roce BTL: 0 errors and warnings only, 10 device/port/GID "
+            "decisions and why, 50 connection events, 90 per-operation tracing. "
+            "btl_base_verbose raises it too.",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_3, &p.verbose);
+
+        return OPAL_SUCCESS;
+    } catch (...) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+}
+
+util::Result<select::Options> validated_options(bool privileged) {
+    const mca_btl_roce_params_t &p = mca_btl_roce_component.params;
+    select::RawOptions raw;
+    raw.prefix = "btl_roce_";
+    raw.if_include = p.if_include ? p.if_include : "";
+    raw.if_exclude = p.if_exclude ? p.if_exclude : "";
+    raw.gid_index = p.gid_index;
+    raw.roce_version = p.roce_version;
+    raw.address_family = p.address_family;
+    raw.qkey = p.qkey;
+    return select::parse_options(raw, privileged);
+}
+
+} // namespace roce::btl

@@ -1,0 +1,20 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#pragma once
+
+#include "opal_cxx_compat.h"
+
+#include "select/options.h"
+#include "util/status.h"
+
+namespace roce::btl {
+
+/// Registers every btl_roce_* MCA parameter (with help text, info level and
+/// enumerated values) into mca_btl_roce_component.params. Called from the
+/// component's register hook (also by ompi_info). Returns an OPAL code.
+int register_params() noexcept;
+
+/// Validates the registered values. The error names the parameter, the value
+/// and what is allowed. `privileged`: see util::may_use_controlled_qkey().
+util::Result<select::Options> validated_options(bool privileged);
+
+} // namespace roce::btl

@@ -1,0 +1,31 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "util/status.h"
+
+namespace roce::pml {
+
+/// Limits of pml_roce_eager_limit: below the minimum the match header no
+/// longer fits with useful payload; above the maximum eager copies cost more
+/// than a rendezvous.
+inline constexpr int64_t kMinEagerLimit = 64;
+inline constexpr int64_t kMaxEagerLimit = 4 * 1024 * 1024;
+inline constexpr int64_t kDefaultEagerLimit = 8192;
+inline constexpr int kDefaultPriority = 5;
+
+/// Validated pml settings.
+struct PmlOptions {
+    size_t eager_limit = static_cast<size_t>(kDefaultEagerLimit);
+    int priority = kDefaultPriority;
+    int verbose = 0;
+};
+
+/// Checks the raw MCA values; the error names the parameter, the value and
+/// what is allowed.
+util::Result<PmlOptions> validate_pml_options(int64_t eager_limit, int64_t priority,
+                                              int64_t verbose);
+
+} // namespace roce::pml
