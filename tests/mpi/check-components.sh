@@ -1,0 +1,89 @@
+#!/bin/sh
+# Checks an installed pair of components end to end against the system's
+# Open MPI: they load, list their parameters, export only the component
+# symbol, decline quietly without RoCE hardware (with a reason at verbose
+# level), and report invalid parameter values clearly without crashing.
+#
+# usage: check-components.sh COMPONENT_DIR [MPICC]
+# Exit status 0 when every check passes; prints one line per check.
+set -u
+dir=${1:?usage: check-components.sh COMPONENT_DIR [MPICC]}
+mpicc=${2:-mpicc}
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT INT TERM
+
+export OMPI_MCA_mca_base_component_path="$dir:SYS_DEFAULT"
+as_root=
+[ "$(id -u)" = 0 ] && as_root=--allow-run-as-root
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "PASS: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; [ -f "${2:-/dev/null}" ] && sed 's/^/    | /' "$2" | head -40; }
+
+for f in mca_btl_roce.so mca_pml_roce.so; do
+    [ -f "$dir/$f" ] && ok "$f installed in $dir" || bad "$f missing from $dir"
+done
+
+ompi_info >"$work/info" 2>&1
+grep -q 'MCA btl: roce' "$work/info" && ok "ompi_info lists MCA btl: roce" || bad "ompi_info lacks btl roce" "$work/info"
+grep -q 'MCA pml: roce' "$work/info" && ok "ompi_info lists MCA pml: roce" || bad "ompi_info lacks pml roce" "$work/info"
+
+ompi_info --param btl roce --level 9 >"$work/btlp" 2>&1
+for p in if_include if_exclude gid_index roce_version address_family qkey verbose; do
+    grep -q "\"btl_roce_$p\"" "$work/btlp" || { bad "btl_roce_$p not shown by ompi_info" "$work/btlp"; continue; }
+    ok "ompi_info --param btl roce shows btl_roce_$p"
+done
+grep -q 'Valid values: 0:"auto", 1:"v1", 2:"v2"' "$work/btlp" && ok "roce_version lists its names" || bad "roce_version enum missing" "$work/btlp"
+ompi_info --param pml roce --level 9 >"$work/pmlp" 2>&1
+for p in eager_limit verbose priority; do
+    grep -q "\"pml_roce_$p\"" "$work/pmlp" && ok "ompi_info --param pml roce shows pml_roce_$p" || bad "pml_roce_$p not shown" "$work/pmlp"
+done
+
+for c in btl pml; do
+    syms=$(nm -D --defined-only "$dir/mca_${c}_roce.so" | awk '{print $3}' | tr '\n' ' ')
+    [ "$syms" = "mca_${c}_roce_component " ] && ok "mca_${c}_roce.so exports only mca_${c}_roce_component" \
+        || { echo "$syms" >"$work/syms"; bad "mca_${c}_roce.so exports more than its component" "$work/syms"; }
+done
+
+if ! "$mpicc" -o "$work/hello" "$here/../../contrib/hello.c" 2>"$work/cc"; then
+    bad "cannot build hello.c with $mpicc" "$work/cc"
+else
+    run() { mpirun $as_root -np 2 --mca pml ob1 --mca btl self,vader,roce "$@" "$work/hello"; }
+    if run >"$work/out" 2>"$work/err" && [ "$(grep -c 'ring exchange ok' "$work/out")" = 2 ]; then
+        ok "mpirun -np 2 --mca pml ob1 --mca btl self,vader,roce ./hello runs"
+    else
+        cat "$work/out" >>"$work/err"; bad "hello with btl self,vader,roce failed" "$work/err"
+    fi
+    [ ! -s "$work/err" ] && ok "that run printed nothing on stderr" || bad "stderr not empty" "$work/err"
+
+    run --mca btl_base_verbose 100 >"$work/vout" 2>&1
+    n=$(grep -c 'btl roce: not used: ' "$work/vout")
+    if [ "$n" = 2 ]; then
+        ok "btl_base_verbose 100 gives each rank's one-line reason: $(grep -m1 'btl roce: not used' "$work/vout" | sed 's/^.*btl roce: //')"
+    elif ls /sys/class/infiniband/ >/dev/null 2>&1 && [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+        grep -q 'btl roce:' "$work/vout" && ok "RDMA devices present: btl roce logged its decision" || bad "no btl roce line at verbose 100" "$work/vout"
+    else
+        bad "expected 2 'btl roce: not used' lines at btl_base_verbose 100, got $n" "$work/vout"
+    fi
+
+    run --mca btl_roce_gid_index -7 >"$work/gout" 2>"$work/gerr"
+    rc=$?
+    if [ $rc = 0 ] && grep -q 'btl_roce_gid_index = -7 is invalid: allowed values are -1 (automatic) or a GID table index 0..65535' "$work/gerr"; then
+        ok "btl_roce_gid_index -7: clear error, job unharmed (exit 0)"
+    else
+        echo "exit status $rc" >>"$work/gerr"; bad "btl_roce_gid_index -7 not reported clearly" "$work/gerr"
+    fi
+    if grep -qiE 'signal|segmentation|core dumped' "$work/gerr"; then bad "crash with gid_index -7" "$work/gerr"; fi
+
+    mpirun $as_root -np 1 --mca pml roce --mca pml_roce_eager_limit 10 "$work/hello" >"$work/pout" 2>&1
+    rc=$?
+    if [ $rc != 0 ] && grep -q 'pml_roce_eager_limit = 10 is invalid: allowed values are 64..4194304 (bytes)' "$work/pout"; then
+        ok "pml_roce_eager_limit 10: clear error naming parameter, value and range"
+    else
+        bad "pml_roce_eager_limit 10 not reported clearly (exit $rc)" "$work/pout"
+    fi
+fi
+
+echo "component checks: $pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,30 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#include "catch.h"
+#include "pml_roce_params.h"
+
+using namespace roce::pml;
+
+TEST_CASE("pml options: defaults and bounds are accepted", "[pml][params]") {
+    auto d = validate_pml_options(kDefaultEagerLimit, kDefaultPriority, 0);
+    REQUIRE(d.is_ok());
+    CHECK(d->eager_limit == 8192u);
+    CHECK(d->priority == 5);
+    CHECK(validate_pml_options(kMinEagerLimit, 0, 0).is_ok());
+    CHECK(validate_pml_options(kMaxEagerLimit, 100, 100).is_ok());
+}
+
+TEST_CASE("pml options: each invalid value is named with what is allowed", "[pml][params]") {
+    auto e = validate_pml_options(63, 5, 0);
+    REQUIRE_FALSE(e.is_ok());
+    CHECK(e.status().message() ==
+          "pml_roce_eager_limit = 63 is invalid: allowed values are 64..4194304 (bytes)");
+    e = validate_pml_options(4194305, 5, 0);
+    REQUIRE_FALSE(e.is_ok());
+    CHECK(e.status().message().find("pml_roce_eager_limit = 4194305") == 0);
+    e = validate_pml_options(8192, -1, 0);
+    REQUIRE_FALSE(e.is_ok());
+    CHECK(e.status().message() == "pml_roce_priority = -1 is invalid: allowed values are 0..100");
+    e = validate_pml_options(8192, 5, 101);
+    REQUIRE_FALSE(e.is_ok());
+    CHECK(e.status().message() == "pml_roce_verbose = 101 is invalid: allowed values are 0..100");
+}

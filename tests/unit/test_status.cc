@@ -1,0 +1,77 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#include <cerrno>
+
+#include "catch.h"
+#include "util/status.h"
+
+using roce::util::Code;
+using roce::util::Result;
+using roce::util::Status;
+
+TEST_CASE("Status: default is ok and carries nothing", "[util][status]") {
+    Status s;
+    CHECK(s.is_ok());
+    CHECK(static_cast<bool>(s));
+    CHECK(s.code() == Code::kOk);
+    CHECK(s.sys_errno() == 0);
+    CHECK(s.message().empty());
+    CHECK(s.to_string() == "ok");
+}
+
+TEST_CASE("Status: from_errno keeps the errno and names the call", "[util][status]") {
+    Status s = Status::from_errno(EPERM, "ibv_modify_qp(UD, RESET->INIT)");
+    CHECK_FALSE(s.is_ok());
+    CHECK(s.code() == Code::kPermissionDenied);
+    CHECK(s.sys_errno() == EPERM);
+    CHECK(s.message() == "ibv_modify_qp(UD, RESET->INIT) failed: Operation not permitted (1)");
+    CHECK(s.to_string() ==
+          "ibv_modify_qp(UD, RESET->INIT) failed: Operation not permitted (1) "
+          "[permission denied]");
+}
+
+TEST_CASE("Status: errno classes map to codes", "[util][status]") {
+    CHECK(roce::util::code_from_errno(EINVAL) == Code::kInvalidArgument);
+    CHECK(roce::util::code_from_errno(ENODATA) == Code::kNotFound);
+    CHECK(roce::util::code_from_errno(EACCES) == Code::kPermissionDenied);
+    CHECK(roce::util::code_from_errno(ENOMEM) == Code::kResourceExhausted);
+    CHECK(roce::util::code_from_errno(ETIMEDOUT) == Code::kTimeout);
+    CHECK(roce::util::code_from_errno(EOPNOTSUPP) == Code::kUnsupported);
+    CHECK(roce::util::code_from_errno(ENETDOWN) == Code::kUnavailable);
+    CHECK(roce::util::code_from_errno(EPROTO) == Code::kProtocol);
+    // errno 0 from a failed call must still be an error.
+    Status s = Status::from_errno(0, "weird");
+    CHECK_FALSE(s.is_ok());
+    CHECK(s.code() == Code::kInternal);
+}
+
+TEST_CASE("Status: context is prepended, outermost first", "[util][status]") {
+    Status s(Code::kNotFound, "gid[7] is empty");
+    s.with_context("rxe_bond0:1").with_context("RC INIT->RTR");
+    CHECK(s.message() == "RC INIT->RTR: rxe_bond0:1: gid[7] is empty");
+    CHECK(s.code() == Code::kNotFound);
+
+    Status ok;
+    ok.with_context("ignored");
+    CHECK(ok.is_ok());
+    CHECK(ok.message().empty());
+
+    Status moved = Status(Code::kTimeout, "no reply").with_context("handshake with rank 3");
+    CHECK(moved.message() == "handshake with rank 3: no reply");
+}
+
+TEST_CASE("Result: holds a value or the error", "[util][status]") {
+    Result<int> good(42);
+    REQUIRE(good.is_ok());
+    CHECK(*good == 42);
+    CHECK(good.status().is_ok());
+
+    Result<int> bad(Status(Code::kInvalidArgument, "nope"));
+    CHECK_FALSE(bad.is_ok());
+    CHECK(bad.status().code() == Code::kInvalidArgument);
+    CHECK(bad.status().message() == "nope");
+
+    Result<std::string> str(std::string("abc"));
+    CHECK(str->size() == 3);
+    std::string taken = std::move(str).value();
+    CHECK(taken == "abc");
+}
