@@ -1,0 +1,117 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/net.h"
+
+namespace roce::topo {
+
+/// A plain, copyable picture of what the machine looked like at one moment:
+/// RDMA devices with their ports, GID and pkey tables, and the netdevs (bonds,
+/// VLANs, addresses) the GIDs hang off. Produced by the readers (live rdma-core
+/// + netlink, sysfs with a configurable root, a captured directory) and
+/// consumed by the pure selection policy. No pointers into the kernel, no
+/// handles: safe to copy, compare and keep.
+
+enum class GidType { kIB, kRoceV1, kRoceV2 };
+/// "IB", "RoCE v1", "RoCE v2" (the spelling of roce-doctor --json).
+const char *to_string(GidType t) noexcept;
+
+enum class PortState { kDown, kInit, kArmed, kActive, kActiveDefer, kUnknown };
+const char *to_string(PortState s) noexcept;
+
+enum class LinkLayer { kInfiniBand, kEthernet, kUnknown };
+const char *to_string(LinkLayer l) noexcept;
+
+/// One populated GID table slot. Empty slots are not listed.
+struct GidEntry {
+    int index = 0;
+    std::array<uint8_t, 16> gid{};
+    GidType type = GidType::kIB;
+    std::string netdev;      ///< "" when no netdev is attached (IB)
+    int netdev_ifindex = 0;  ///< 0 when unknown or none
+
+    /// The GID's address (IPv4 for ::ffff:a.b.c.d GIDs).
+    util::IpAddress address() const { return util::IpAddress::from_gid(gid); }
+};
+
+struct PortInfo {
+    int port = 0;                       ///< 1-based
+    PortState state = PortState::kUnknown;
+    LinkLayer link_layer = LinkLayer::kUnknown;
+    int active_mtu = 0;                 ///< bytes: 256, 512, 1024, 2048 or 4096; 0 unknown
+    int gid_tbl_len = 0;
+    int pkey_tbl_len = 0;
+    std::vector<GidEntry> gids;         ///< populated slots, ascending index
+    std::vector<uint16_t> pkeys;        ///< host byte order, index = position
+};
+
+struct DeviceInfo {
+    std::string name;                   ///< "mlx5_bond_0", "rxe_bond0"
+    int phys_port_cnt = 0;
+    int num_lag_ports = 0;              ///< from mlx5dv; 0 unknown / not a LAG device
+    std::vector<PortInfo> ports;
+};
+
+enum class OperState { kUnknown, kNotPresent, kDown, kLowerLayerDown, kTesting, kDormant, kUp };
+const char *to_string(OperState s) noexcept;
+
+enum class BondMode {
+    kBalanceRr = 0,
+    kActiveBackup = 1,
+    kBalanceXor = 2,
+    kBroadcast = 3,
+    k8023ad = 4,
+    kBalanceTlb = 5,
+    kBalanceAlb = 6,
+    kUnknown = 255,
+};
+/// Kernel spelling: "balance-rr", "active-backup", "802.3ad", ...
+const char *to_string(BondMode m) noexcept;
+
+struct AddressInfo {
+    util::IpAddress address;
+    int prefix_len = 0;
+    util::Subnet subnet() const { return util::Subnet::of(address, prefix_len); }
+};
+
+struct BondInfo {
+    BondMode mode = BondMode::kUnknown;
+    std::vector<std::string> slaves;    ///< member netdevs, kernel order
+    std::string active_slave;           ///< active-backup: current member; "" otherwise
+    int ad_num_ports = -1;              ///< 802.3ad: members in the active aggregator; -1 unknown
+    std::string xmit_hash_policy;       ///< "layer3+4", ... ("" unknown)
+    int miimon_ms = -1;
+};
+
+struct NetdevInfo {
+    std::string name;
+    int ifindex = 0;
+    std::string kind;                   ///< "bond", "vlan", "macvlan", "veth", "dummy", "" (physical)
+    int mtu = 0;
+    OperState operstate = OperState::kUnknown;
+    bool carrier = false;
+    std::string mac;                    ///< "aa:bb:cc:dd:ee:ff"
+    std::string master;                 ///< bond (or bridge) this netdev is enslaved to, or ""
+    std::string parent;                 ///< VLAN/macvlan lower device, or ""
+    int vlan_id = -1;                   ///< VLAN id, -1 when not a VLAN
+    std::optional<BondInfo> bond;       ///< set for bond masters
+    std::vector<AddressInfo> addresses;
+};
+
+struct Snapshot {
+    std::vector<DeviceInfo> devices;
+    std::vector<NetdevInfo> netdevs;
+    std::string source;                 ///< "live", "sysfs:/", "capture:DIR"
+
+    /// nullptr when absent. Pointers are valid while the snapshot is unchanged.
+    const NetdevInfo *find_netdev(const std::string &name) const;
+    const DeviceInfo *find_device(const std::string &name) const;
+};
+
+} // namespace roce::topo
