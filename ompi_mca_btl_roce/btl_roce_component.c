@@ -21,7 +21,10 @@ static mca_btl_base_module_t **btl_roce_init(int *num_btls, bool enable_progress
 mca_btl_roce_component_t mca_btl_roce_component = {
     .super = {
         .btl_version = {
-            MCA_BTL_DEFAULT_VERSION("roce"),
+            MCA_BTL_BASE_VERSION_3_1_0,
+            .mca_component_name = "roce",
+            MCA_BASE_MAKE_VERSION(component, ROCE_VERSION_MAJOR, ROCE_VERSION_MINOR,
+                                  ROCE_VERSION_RELEASE),
             .mca_open_component = btl_roce_open,
             .mca_close_component = btl_roce_close,
             .mca_register_component_params = btl_roce_register,

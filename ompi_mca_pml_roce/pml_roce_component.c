@@ -24,9 +24,9 @@ mca_pml_roce_component_t mca_pml_roce_component = {
         .pmlm_version = {
             MCA_PML_BASE_VERSION_2_0_0,
             .mca_component_name = "roce",
-            .mca_component_major_version = OMPI_MAJOR_VERSION,
-            .mca_component_minor_version = OMPI_MINOR_VERSION,
-            .mca_component_release_version = OMPI_RELEASE_VERSION,
+            .mca_component_major_version = ROCE_VERSION_MAJOR,
+            .mca_component_minor_version = ROCE_VERSION_MINOR,
+            .mca_component_release_version = ROCE_VERSION_RELEASE,
             .mca_open_component = pml_roce_open,
             .mca_close_component = pml_roce_close,
             .mca_register_component_params = pml_roce_register,
