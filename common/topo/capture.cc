@@ -112,9 +112,10 @@ Status copy_netdev(const std::string &sdir, const std::string &ddir,
     auto entries = fs::list_dir(sdir);
     for (const auto &e : entries ? *entries : std::vector<std::string>{}) {
         if (e == "master" || e.rfind("lower_", 0) == 0 || e.rfind("upper_", 0) == 0) {
+            // Stored as a file holding the target, not as a symlink: see fs::link_name.
             auto target = fs::link_name(fs::join(sdir, e));
             if (target) {
-                st = fs::make_symlink("../" + *target, fs::join(ddir, e));
+                st = fs::write_text(fs::join(ddir, e), "../" + *target + "\n");
                 if (!st) {
                     return st;
                 }

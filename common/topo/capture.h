@@ -21,6 +21,9 @@ struct CaptureInputs {
 /// INPUTS.sysfs_root (never a recursive walk of sysfs, which has cycles and
 /// huge counter trees), plus ip-addr.json, ip-link.json and a README.
 /// read_capture(dir) then yields the snapshot of the machine at that moment.
+/// sysfs symlinks that matter (a netdev's master, lower_* and upper_*) are
+/// written as small files holding the link target ("../bond0"), so the
+/// capture survives tar -h, cp -L and zip (sysfs links form cycles).
 /// Unreadable optional attributes (an empty GID slot's type, a down netdev's
 /// carrier) are left out, as they read on the kernel; each file that could
 /// not be copied for another reason adds a line to `warnings`. Fails only

@@ -101,12 +101,25 @@ bool is_dir(const std::string &path) {
 }
 
 Result<std::string> link_name(const std::string &path) {
-    char buf[4096];
-    ssize_t n = ::readlink(path.c_str(), buf, sizeof(buf) - 1);
-    if (n < 0) {
-        return Status::from_errno(errno, "readlink " + path);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) {
+        return Status::from_errno(errno, "lstat " + path);
     }
-    std::string target(buf, static_cast<size_t>(n));
+    std::string target;
+    if (S_ISLNK(st.st_mode)) {
+        char buf[4096];
+        ssize_t n = ::readlink(path.c_str(), buf, sizeof(buf) - 1);
+        if (n < 0) {
+            return Status::from_errno(errno, "readlink " + path);
+        }
+        target.assign(buf, static_cast<size_t>(n));
+    } else {
+        auto line = read_line(path); // a capture's link file
+        if (!line) {
+            return line.status();
+        }
+        target = *line;
+    }
     while (!target.empty() && target.back() == '/') {
         target.pop_back();
     }
@@ -151,14 +164,6 @@ Status write_text(const std::string &path, const std::string &text) {
     }
     if (::close(fd) != 0) {
         return Status::from_errno(errno, "close " + path);
-    }
-    return Status::ok();
-}
-
-Status make_symlink(const std::string &target, const std::string &path) {
-    ::unlink(path.c_str());
-    if (::symlink(target.c_str(), path.c_str()) != 0) {
-        return Status::from_errno(errno, "symlink " + path + " -> " + target);
     }
     return Status::ok();
 }

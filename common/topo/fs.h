@@ -30,7 +30,10 @@ bool exists(const std::string &path);
 /// True for a directory or a symlink to one.
 bool is_dir(const std::string &path);
 
-/// The last path component a symlink points to ("../bond0" -> "bond0").
+/// The last path component a link points to ("../bond0" -> "bond0"). In
+/// sysfs `path` is a symlink; in a capture it is a regular file holding the
+/// target ("../bond0\n"), because captures are tarred and copied by tools
+/// that follow symlinks, and sysfs links form cycles.
 util::Result<std::string> link_name(const std::string &path);
 
 /// Creates a directory and its parents (like mkdir -p).
@@ -38,8 +41,5 @@ util::Status make_dirs(const std::string &path);
 
 /// Writes (truncates) a file.
 util::Status write_text(const std::string &path, const std::string &text);
-
-/// Creates a symlink `path` pointing to `target` (replacing an old one).
-util::Status make_symlink(const std::string &target, const std::string &path);
 
 } // namespace roce::topo::fs

@@ -307,3 +307,31 @@ TEST_CASE("capture reader: unreadable or malformed captures fail clearly", "[top
                                     "unknown");
     }
 }
+
+TEST_CASE("sysfs reader: real sysfs symlinks and a capture's link files read alike",
+          "[topo][sysfs]") {
+    TempDir t;
+    testing::copy_tree(fixture_dir("mlx5_lag"), t.path());
+    const std::string net = t.path() + "/sys/class/net/";
+    for (const char *rel : {"ens1f0np0/master", "ens1f1np1/master", "bond0.3027/lower_bond0"}) {
+        REQUIRE(::unlink((net + rel).c_str()) == 0);
+        REQUIRE(::symlink("../bond0", (net + rel).c_str()) == 0);
+    }
+    auto with_links = topo::read_netdevs_sysfs(t.path(), nullptr);
+    auto with_files = topo::read_netdevs_sysfs(fixture_dir("mlx5_lag"), nullptr);
+    REQUIRE(with_links.is_ok());
+    REQUIRE(with_files.is_ok());
+    topo::Snapshot a, b;
+    a.netdevs = *with_links;
+    b.netdevs = *with_files;
+    CHECK(testing::dump(a) == testing::dump(b));
+    CHECK(a.find_netdev("ens1f0np0")->master == "bond0");
+    CHECK(a.find_netdev("bond0.3027")->parent == "bond0");
+    auto link = topo::fs::link_name(net + "ens1f0np0/master");
+    REQUIRE(link.is_ok());
+    CHECK(*link == "bond0");
+    auto missing = topo::fs::link_name(net + "lo/master");
+    REQUIRE_FALSE(missing.is_ok());
+    CHECK(missing.status().message() ==
+          "lstat " + net + "lo/master failed: No such file or directory (2)");
+}
