@@ -22,7 +22,9 @@ const char *to_string(QpType t) noexcept;
 enum class Transition { kResetToInit, kInitToRtr, kRtrToRts };
 /// "RESET->INIT", "INIT->RTR", "RTR->RTS".
 const char *to_string(Transition t) noexcept;
+/// The state a QP must be in before `t` (RESET for RESET->INIT, ...).
 ibv_qp_state from_state(Transition t) noexcept;
+/// The state `t` moves a QP to (the qp_state of its request).
 ibv_qp_state to_state(Transition t) noexcept;
 
 /// The attribute masks a transition accepts, as the kernel checks them
