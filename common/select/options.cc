@@ -113,6 +113,7 @@ Result<std::vector<InterfaceRule>> parse_rules(std::string_view param, std::stri
 Result<Options> parse_options(const RawOptions &raw, bool privileged) {
     const std::string &p = raw.prefix;
     Options opt;
+    opt.prefix = raw.prefix;
 
     auto include = parse_rules(p + "if_include", raw.if_include);
     if (!include) {

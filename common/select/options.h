@@ -70,6 +70,8 @@ struct Options {
     RoceVersion roce_version = RoceVersion::kAuto;
     AddressFamily address_family = AddressFamily::kAuto;
     uint32_t qkey = kDefaultQkey;
+    /// Parameter-name prefix for messages ("btl_roce_"), from RawOptions.
+    std::string prefix = "btl_roce_";
 };
 
 /// Validates every field and returns the first problem, naming the parameter,

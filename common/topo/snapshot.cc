@@ -1,6 +1,8 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #include "topo/snapshot.h"
 
+#include <arpa/inet.h>
+
 namespace roce::topo {
 
 const char *to_string(GidType t) noexcept {
@@ -58,6 +60,39 @@ const char *to_string(BondMode m) noexcept {
     case BondMode::kUnknown: return "unknown";
     }
     return "?";
+}
+
+std::string gid_to_string(const std::array<uint8_t, 16> &gid) {
+    char buf[INET6_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET6, gid.data(), buf, sizeof(buf));
+    return buf;
+}
+
+const GidEntry *PortInfo::find_gid(int index) const {
+    for (const auto &g : gids) {
+        if (g.index == index) {
+            return &g;
+        }
+    }
+    return nullptr;
+}
+
+const PortInfo *DeviceInfo::find_port(int port) const {
+    for (const auto &p : ports) {
+        if (p.port == port) {
+            return &p;
+        }
+    }
+    return nullptr;
+}
+
+const NetdevInfo *Snapshot::find_netdev_by_index(int ifindex) const {
+    for (const auto &n : netdevs) {
+        if (ifindex > 0 && n.ifindex == ifindex) {
+            return &n;
+        }
+    }
+    return nullptr;
 }
 
 const NetdevInfo *Snapshot::find_netdev(const std::string &name) const {

@@ -40,6 +40,10 @@ struct GidEntry {
     util::IpAddress address() const { return util::IpAddress::from_gid(gid); }
 };
 
+/// The GID in the textual form rdma-core and the kernel print for RoCE:
+/// "::ffff:198.18.0.11", "fe80::ba59:9fff:fe10:2a", "2001:db8::11".
+std::string gid_to_string(const std::array<uint8_t, 16> &gid);
+
 struct PortInfo {
     int port = 0;                       ///< 1-based
     PortState state = PortState::kUnknown;
@@ -49,6 +53,9 @@ struct PortInfo {
     int pkey_tbl_len = 0;
     std::vector<GidEntry> gids;         ///< populated slots, ascending index
     std::vector<uint16_t> pkeys;        ///< host byte order, index = position
+
+    /// The populated slot `index`, or nullptr when empty or beyond the table.
+    const GidEntry *find_gid(int index) const;
 };
 
 struct DeviceInfo {
@@ -56,6 +63,9 @@ struct DeviceInfo {
     int phys_port_cnt = 0;
     int num_lag_ports = 0;              ///< from mlx5dv; 0 unknown / not a LAG device
     std::vector<PortInfo> ports;
+
+    /// Port `port` (1-based), or nullptr when the device has no such port.
+    const PortInfo *find_port(int port) const;
 };
 
 enum class OperState { kUnknown, kNotPresent, kDown, kLowerLayerDown, kTesting, kDormant, kUp };
@@ -108,10 +118,14 @@ struct Snapshot {
     std::vector<DeviceInfo> devices;
     std::vector<NetdevInfo> netdevs;
     std::string source;                 ///< "live", "sysfs:/", "capture:DIR"
+    /// What the reader skipped or could not read but worked around, one
+    /// sentence each (e.g. a GID whose type was unreadable). Empty normally.
+    std::vector<std::string> warnings;
 
     /// nullptr when absent. Pointers are valid while the snapshot is unchanged.
     const NetdevInfo *find_netdev(const std::string &name) const;
     const DeviceInfo *find_device(const std::string &name) const;
+    const NetdevInfo *find_netdev_by_index(int ifindex) const;
 };
 
 } // namespace roce::topo

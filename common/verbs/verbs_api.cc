@@ -57,6 +57,13 @@ const VerbsApi kReal = {
     [](ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad) { return ibv_post_recv(qp, wr, bad); },
     /*create_ah=*/[](ibv_pd *pd, ibv_ah_attr *a) { return ibv_create_ah(pd, a); },
     /*destroy_ah=*/[](ibv_ah *ah) { return ibv_destroy_ah(ah); },
+    /*mlx5dv_is_supported=*/[](ibv_device *d) { return mlx5dv_is_supported(d); },
+    /*mlx5dv_query_device=*/
+    [](ibv_context *c, mlx5dv_context *a) { return mlx5dv_query_device(c, a); },
+    /*mlx5dv_create_qp=*/
+    [](ibv_context *c, ibv_qp_init_attr_ex *a, mlx5dv_qp_init_attr *m) {
+        return mlx5dv_create_qp(c, a, m);
+    },
 };
 
 } // namespace

@@ -1,6 +1,7 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #pragma once
 
+#include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 
 #include <cstddef>
@@ -59,6 +60,16 @@ struct VerbsApi {
     int (*post_recv)(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad_wr);
     ibv_ah *(*create_ah)(ibv_pd *pd, ibv_ah_attr *attr);
     int (*destroy_ah)(ibv_ah *ah);
+
+    // mlx5 direct verbs. Call mlx5dv_is_supported() first: the others are
+    // only meaningful on mlx5 devices (elsewhere they fail with EOPNOTSUPP).
+    bool (*mlx5dv_is_supported)(ibv_device *device);
+    /// Fills the fields selected by attrs->comp_mask (e.g.
+    /// MLX5DV_CONTEXT_MASK_NUM_LAG_PORTS -> num_lag_ports).
+    int (*mlx5dv_query_device)(ibv_context *context, mlx5dv_context *attrs);
+    /// DC initiators/targets (DCI/DCT) and other mlx5-only QPs.
+    ibv_qp *(*mlx5dv_create_qp)(ibv_context *context, ibv_qp_init_attr_ex *attr,
+                                mlx5dv_qp_init_attr *mlx5_attr);
 };
 
 /// The real rdma-core table (static storage; valid for the whole process).

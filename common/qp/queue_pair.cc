@@ -1,0 +1,126 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#include "qp/queue_pair.h"
+
+#include <cerrno>
+
+#include "qp/diagnostic.h"
+#include "util/strings.h"
+
+namespace roce::qp {
+
+using util::Code;
+using util::Status;
+
+namespace {
+
+const char *state_name(ibv_qp_state s) {
+    switch (s) {
+    case IBV_QPS_RESET: return "RESET";
+    case IBV_QPS_INIT: return "INIT";
+    case IBV_QPS_RTR: return "RTR";
+    case IBV_QPS_RTS: return "RTS";
+    case IBV_QPS_ERR: return "ERR";
+    default: return "another state";
+    }
+}
+
+/// The Code of a refusal: from the errno the kernel would have returned.
+Code refusal_code(const std::vector<Problem> &ps) {
+    for (const auto &p : ps) {
+        if (p.kernel_errno != 0) {
+            return util::code_from_errno(p.kernel_errno);
+        }
+    }
+    return Code::kUnavailable;
+}
+
+} // namespace
+
+QueuePair::QueuePair(const verbs::VerbsApi &api, verbs::Qp qp, QpType type, select::Selection sel,
+                     SnapshotSource fresh, bool privileged, util::LogSink *log)
+    : api_(&api), qp_(std::move(qp)), type_(type), sel_(std::move(sel)),
+      fresh_(std::move(fresh)), privileged_(privileged), log_(log) {}
+
+void QueuePair::log(util::LogLevel level, const std::string &line) const {
+    if (log_ != nullptr && log_->enabled(level)) {
+        log_->write(level, line);
+    }
+}
+
+Status QueuePair::to_init(const QpParams &params) {
+    return modify(Transition::kResetToInit,
+                  build_request(type_, Transition::kResetToInit, sel_, nullptr, params));
+}
+
+Status QueuePair::to_rtr(const RemoteEnd *remote, const QpParams &params) {
+    return modify(Transition::kInitToRtr,
+                  build_request(type_, Transition::kInitToRtr, sel_, remote, params));
+}
+
+Status QueuePair::to_rts(const QpParams &params) {
+    return modify(Transition::kRtrToRts,
+                  build_request(type_, Transition::kRtrToRts, sel_, nullptr, params));
+}
+
+Status QueuePair::modify(Transition t, ModifyRequest req) {
+    last_diag_.clear();
+    last_corrections_.clear();
+    if (!qp_) {
+        return Status(Code::kInternal, "QueuePair::modify on a QP that was never created");
+    }
+    if (state_ != from_state(t)) {
+        last_diag_ = util::format("%s transition refused: the QP is in %s, not %s",
+                                  to_string(t), state_name(state_), state_name(from_state(t)));
+        return Status(Code::kInvalidArgument, last_diag_);
+    }
+    DiagnosticInput d;
+    d.type = type_;
+    d.transition = t;
+    d.sel = &sel_;
+    d.req = &req;
+    auto fresh = fresh_ ? fresh_() : util::Result<topo::Snapshot>(
+                                         Status(Code::kUnavailable, "no snapshot source"));
+    if (fresh) {
+        d.fresh = &fresh.value();
+        PreflightContext ctx{type_, t, sel_, privileged_};
+        PreflightResult pf = preflight(*fresh, ctx, req);
+        for (const auto &c : pf.corrections) {
+            log(util::LogLevel::kInfo, util::format("%s %s on %s: preflight corrected %s",
+                                                    to_string(type_), to_string(t),
+                                                    sel_.device.c_str(), c.c_str()));
+        }
+        last_corrections_ = pf.corrections;
+        if (!pf.ok()) {
+            d.problems = &pf.problems;
+            d.refused = true;
+            last_diag_ = format_diagnostic(d);
+            log(util::LogLevel::kError, last_diag_);
+            int err = pf.problems.front().kernel_errno;
+            return Status(refusal_code(pf.problems), last_diag_, err);
+        }
+        if (req.mask & IBV_QP_AV) {
+            sel_.gid_index = req.attr.ah_attr.grh.sgid_index;
+        }
+        if (req.mask & IBV_QP_PKEY_INDEX) {
+            sel_.pkey_index = req.attr.pkey_index;
+        }
+    } else {
+        log(util::LogLevel::kWarn,
+            util::format("%s %s on %s: no fresh snapshot (%s); transition not preflighted",
+                         to_string(type_), to_string(t), sel_.device.c_str(),
+                         fresh.status().message().c_str()));
+    }
+    int rc = verbs::normalize_rc(api_->modify_qp(qp_.get(), &req.attr, req.mask), errno);
+    if (rc != 0) {
+        d.err = rc;
+        last_diag_ = format_diagnostic(d);
+        log(util::LogLevel::kError, last_diag_);
+        return Status(util::code_from_errno(rc), last_diag_, rc);
+    }
+    state_ = to_state(t);
+    log(util::LogLevel::kDebug, util::format("ibv_modify_qp(%s, %s) %s: ok", to_string(type_),
+                                             to_string(t), describe_attributes(d).c_str()));
+    return Status::ok();
+}
+
+} // namespace roce::qp

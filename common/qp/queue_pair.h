@@ -1,0 +1,82 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "qp/preflight.h"
+#include "qp/transitions.h"
+#include "select/selection.h"
+#include "topo/snapshot.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "verbs/handles.h"
+#include "verbs/verbs_api.h"
+
+namespace roce::qp {
+
+/// Gives a fresh snapshot of the machine. Production: topo::read_live (or the
+/// netlink monitor's view); tests: a lambda over a fixture or a FakeVerbs.
+using SnapshotSource = std::function<util::Result<topo::Snapshot>()>;
+
+/// A QP with its state machine, whose every transition is preflighted.
+///
+/// modify() (and the to_* helpers) do, in order:
+///  1. refuse a transition that does not start from the current state;
+///  2. take a fresh snapshot and preflight the request against it
+///     (preflight.h): safe corrections (a moved GID, a moved pkey) are applied
+///     to the request and to selection(), and logged at info level; any other
+///     mismatch refuses the transition with the diagnostic paragraph, and
+///     ibv_modify_qp is not called;
+///  3. call ibv_modify_qp; on failure return the one-paragraph diagnostic
+///     (format_diagnostic) with the errno and log it at error level.
+/// If no snapshot can be taken, the transition goes ahead unchecked and a
+/// warning is logged (preflight is a safety net, not a gate on the kernel).
+///
+/// Ownership: owns the ibv_qp (destroyed through the VerbsApi on
+/// destruction). Not thread-safe: one thread drives a QP's transitions.
+class QueuePair {
+public:
+    /// `qp` must be in RESET and was created for `type` on `sel.device`.
+    /// `log` may be null (nothing is logged then).
+    QueuePair(const verbs::VerbsApi &api, verbs::Qp qp, QpType type, select::Selection sel,
+              SnapshotSource fresh, bool privileged, util::LogSink *log);
+
+    QpType type() const { return type_; }
+    ibv_qp *get() const { return qp_.get(); }
+    /// The state as this object drove it (RESET, INIT, RTR, RTS).
+    ibv_qp_state state() const { return state_; }
+    /// The addressing in force: the selection given at construction, with
+    /// preflight's corrections applied.
+    const select::Selection &selection() const { return sel_; }
+
+    /// The three transitions with the attributes built from selection()
+    /// (build_request). RC needs `remote` at to_rtr.
+    [[nodiscard]] util::Status to_init(const QpParams &params = {});
+    [[nodiscard]] util::Status to_rtr(const RemoteEnd *remote, const QpParams &params = {});
+    [[nodiscard]] util::Status to_rts(const QpParams &params = {});
+
+    /// Any of the three with a caller-built request (preflighted the same way).
+    [[nodiscard]] util::Status modify(Transition t, ModifyRequest req);
+
+    /// The diagnostic of the last refused or failed transition ("" if none).
+    const std::string &last_diagnostic() const { return last_diag_; }
+    /// What preflight corrected in the last transition.
+    const std::vector<std::string> &last_corrections() const { return last_corrections_; }
+
+private:
+    void log(util::LogLevel level, const std::string &line) const;
+
+    const verbs::VerbsApi *api_;
+    verbs::Qp qp_;
+    QpType type_;
+    select::Selection sel_;
+    SnapshotSource fresh_;
+    bool privileged_;
+    util::LogSink *log_;
+    ibv_qp_state state_ = IBV_QPS_RESET;
+    std::string last_diag_;
+    std::vector<std::string> last_corrections_;
+};
+
+} // namespace roce::qp

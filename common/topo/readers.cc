@@ -1,0 +1,186 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#include "topo/readers.h"
+
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include "topo/fs.h"
+#include "topo/live_reader.h"
+#include "topo/sysfs_reader.h"
+
+namespace roce::topo {
+
+using util::Code;
+using util::Result;
+using util::Status;
+
+namespace {
+
+int prefix_of(const sockaddr *mask) {
+    if (mask == nullptr) {
+        return 0;
+    }
+    const uint8_t *b = nullptr;
+    size_t n = 0;
+    if (mask->sa_family == AF_INET) {
+        b = reinterpret_cast<const uint8_t *>(&reinterpret_cast<const sockaddr_in *>(mask)->sin_addr);
+        n = 4;
+    } else if (mask->sa_family == AF_INET6) {
+        b = reinterpret_cast<const sockaddr_in6 *>(mask)->sin6_addr.s6_addr;
+        n = 16;
+    }
+    int bits = 0;
+    for (size_t i = 0; i < n; ++i) {
+        bits += __builtin_popcount(b[i]);
+    }
+    return bits;
+}
+
+Result<Snapshot> assemble(std::vector<DeviceInfo> devices, std::vector<std::string> warnings,
+                          const NetdevReader &netdevs, std::string source) {
+    Snapshot snap;
+    snap.devices = std::move(devices);
+    snap.warnings = std::move(warnings);
+    snap.source = std::move(source);
+    auto nd = netdevs();
+    if (!nd) {
+        return nd.status();
+    }
+    snap.netdevs = std::move(nd.value());
+    link_gid_netdevs(snap);
+    return snap;
+}
+
+} // namespace
+
+Result<AddressMap> read_addresses_getifaddrs() {
+    ifaddrs *list = nullptr;
+    if (getifaddrs(&list) != 0) {
+        return Status::from_errno(errno, "getifaddrs");
+    }
+    AddressMap out;
+    for (ifaddrs *a = list; a != nullptr; a = a->ifa_next) {
+        if (a->ifa_addr == nullptr || a->ifa_name == nullptr) {
+            continue;
+        }
+        util::IpAddress addr;
+        if (a->ifa_addr->sa_family == AF_INET) {
+            const auto *in = reinterpret_cast<const sockaddr_in *>(a->ifa_addr);
+            const auto *b = reinterpret_cast<const uint8_t *>(&in->sin_addr);
+            addr = util::IpAddress::v4({b[0], b[1], b[2], b[3]});
+        } else if (a->ifa_addr->sa_family == AF_INET6) {
+            const auto *in6 = reinterpret_cast<const sockaddr_in6 *>(a->ifa_addr);
+            std::array<uint8_t, 16> b{};
+            std::copy(in6->sin6_addr.s6_addr, in6->sin6_addr.s6_addr + 16, b.begin());
+            addr = util::IpAddress::v6(b);
+        } else {
+            continue;
+        }
+        out[a->ifa_name].push_back(AddressInfo{addr, prefix_of(a->ifa_netmask)});
+    }
+    freeifaddrs(list);
+    return out;
+}
+
+NetdevReader live_netdev_reader(std::string root) {
+    return [root]() -> Result<std::vector<NetdevInfo>> {
+        auto netdevs = read_netdevs_sysfs(root, nullptr);
+        if (!netdevs) {
+            return netdevs.status();
+        }
+        auto addrs = read_addresses_getifaddrs();
+        if (!addrs) {
+            return addrs.status();
+        }
+        attach_addresses(netdevs.value(), *addrs);
+        return netdevs;
+    };
+}
+
+void link_gid_netdevs(Snapshot &snapshot) {
+    for (auto &dev : snapshot.devices) {
+        for (auto &port : dev.ports) {
+            for (auto &g : port.gids) {
+                if (g.netdev.empty() && g.netdev_ifindex > 0) {
+                    if (const NetdevInfo *n = snapshot.find_netdev_by_index(g.netdev_ifindex)) {
+                        g.netdev = n->name;
+                    }
+                } else if (!g.netdev.empty() && g.netdev_ifindex == 0) {
+                    if (const NetdevInfo *n = snapshot.find_netdev(g.netdev)) {
+                        g.netdev_ifindex = n->ifindex;
+                    }
+                }
+            }
+        }
+    }
+}
+
+Result<Snapshot> read_live(const verbs::VerbsApi &api, const NetdevReader &netdevs) {
+    std::vector<std::string> warnings;
+    auto devices = read_rdma_verbs(api, &warnings);
+    if (!devices) {
+        return devices.status();
+    }
+    return assemble(std::move(devices.value()), std::move(warnings), netdevs, "live");
+}
+
+Result<Snapshot> read_sysfs(const std::string &root, const NetdevReader &netdevs) {
+    std::vector<std::string> warnings;
+    auto devices = read_rdma_sysfs(root, &warnings);
+    if (!devices) {
+        return devices.status();
+    }
+    return assemble(std::move(devices.value()), std::move(warnings), netdevs, "sysfs:" + root);
+}
+
+Result<Snapshot> read_capture(const std::string &dir) {
+    if (!fs::is_dir(dir)) {
+        return Status(Code::kNotFound,
+                      "capture directory " + dir + " does not exist or is not a directory");
+    }
+    const std::string link_path = fs::join(dir, "ip-link.json");
+    const std::string addr_path = fs::join(dir, "ip-addr.json");
+    for (const auto &p : {link_path, addr_path}) {
+        if (!fs::exists(p)) {
+            return Status(Code::kNotFound,
+                          dir + " is not a roce-doctor capture: " + p +
+                              " is missing (a capture holds sys/, ip-link.json and ip-addr.json; "
+                              "make one with `roce-doctor --capture DIR`)");
+        }
+    }
+    if (!fs::is_dir(fs::join(dir, "sys"))) {
+        return Status(Code::kNotFound, dir + " is not a roce-doctor capture: " +
+                                           fs::join(dir, "sys") + " is missing");
+    }
+    NetdevReader netdevs = [&]() -> Result<std::vector<NetdevInfo>> {
+        auto link_text = fs::read_text(link_path);
+        if (!link_text) {
+            return link_text.status();
+        }
+        auto addr_text = fs::read_text(addr_path);
+        if (!addr_text) {
+            return addr_text.status();
+        }
+        auto links = parse_ip_link_json(*link_text, link_path);
+        if (!links) {
+            return links.status();
+        }
+        auto addrs = parse_ip_addr_json(*addr_text, addr_path);
+        if (!addrs) {
+            return addrs.status();
+        }
+        attach_addresses(links.value(), *addrs);
+        return links;
+    };
+    std::vector<std::string> warnings;
+    auto devices = read_rdma_sysfs(dir, &warnings);
+    if (!devices) {
+        return devices.status().with_context("capture " + dir);
+    }
+    return assemble(std::move(devices.value()), std::move(warnings), netdevs, "capture:" + dir);
+}
+
+} // namespace roce::topo

@@ -1,0 +1,181 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#pragma once
+
+// FakeVerbs: a VerbsApi that models an RDMA device well enough to test the
+// code above it without hardware. It is test code only (tests/unit); it
+// never ships in the components.
+//
+// What it models, and where each behaviour comes from:
+//  - devices, ports, GID tables (with type and netdev), pkey tables, mlx5dv
+//    num_lag_ports; built from a topo::Snapshot or scripted directly;
+//  - the QP state machine RESET->INIT->RTR->RTS (and ->ERR/RESET) for UD,
+//    RC, UC and mlx5 DC (DCI/DCT), with the required and optional attribute
+//    masks of each transition as the kernel checks them (ib_modify_qp_is_ok
+//    in drivers/infiniband/core/verbs.c; mlx5's modify_dci_qp_is_ok and
+//    mlx5_ib_modify_dct for DC);
+//  - the kernel's errno for bad attributes, in the kernel's order
+//    (uverbs modify_qp, then the core, then the driver):
+//      EINVAL  IB_QP_PORT or the AV's port beyond the device's ports
+//      EPERM   IB_QP_QKEY with bit 31 set, without CAP_NET_RAW (set_privileged)
+//      EINVAL  RoCE AV without GRH
+//      ENODATA AV sgid_index empty or beyond the GID table
+//      ETIMEDOUT (or what set_unreachable says) resolving the dgid's MAC
+//      EINVAL  a transition or attribute mask the table does not allow
+//      EINVAL  pkey_index beyond the pkey table (mlx5; rxe does not check:
+//              FakeDevice::checks_pkey_index)
+//      EINVAL  path_mtu outside IBV_MTU_256..4096 or above the port's max
+//  - post_send (only in RTS) / post_recv / post_srq_recv, recorded with
+//    copies of the work requests; signaled sends complete with success on
+//    the send CQ unless fail_next_send() scripts an error completion (the QP
+//    then goes to ERR and later WRs flush, as hardware does); deliver_recv()
+//    completes the oldest posted receive; push_completion() adds any CQE;
+//  - EBUSY when a CQ/PD/SRQ still in use is destroyed;
+//  - any call can be made to fail on demand (fail()).
+//
+// Thread safety: none; one test thread at a time. Up to 8 FakeVerbs may
+// exist at once (get_device_list has no context argument, so each instance
+// gets its own trampoline slot).
+
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "topo/snapshot.h"
+#include "verbs/verbs_api.h"
+
+namespace roce::testing {
+
+/// Every VerbsApi entry that fail() can target.
+enum class Call {
+    kGetDeviceList, kOpenDevice, kCloseDevice, kQueryDevice, kQueryPort, kQueryGidEx,
+    kQueryGidTable, kQueryPkey, kGetAsyncEvent, kAllocPd, kDeallocPd, kRegMr, kDeregMr,
+    kCreateCompChannel, kDestroyCompChannel, kCreateCq, kDestroyCq, kPollCq, kReqNotifyCq,
+    kCreateSrq, kDestroySrq, kPostSrqRecv, kCreateQp, kDestroyQp, kModifyQp, kQueryQp,
+    kPostSend, kPostRecv, kCreateAh, kDestroyAh, kMlx5dvQueryDevice, kMlx5dvCreateQp,
+    kCount
+};
+const char *call_name(Call c) noexcept;
+
+struct FakeGid {
+    std::array<uint8_t, 16> gid{};
+    uint32_t type = IBV_GID_TYPE_ROCE_V2; ///< IBV_GID_TYPE_*
+    uint32_t ndev_ifindex = 0;
+};
+
+struct FakePort {
+    ibv_port_state state = IBV_PORT_ACTIVE;
+    uint8_t link_layer = IBV_LINK_LAYER_ETHERNET;
+    ibv_mtu active_mtu = IBV_MTU_1024;
+    ibv_mtu max_mtu = IBV_MTU_4096;
+    int gid_tbl_len = 0;
+    std::map<int, FakeGid> gids;    ///< populated slots
+    std::vector<uint16_t> pkeys;    ///< host order; size = pkey_tbl_len
+};
+
+struct FakeDevice {
+    std::string name;
+    bool mlx5 = false;              ///< mlx5dv_* work; DC QPs can be created
+    int num_lag_ports = 0;          ///< reported by mlx5dv_query_device
+    bool checks_pkey_index = true;  ///< mlx5 refuses pkey_index >= table (rxe does not)
+    std::vector<FakePort> ports;    ///< ports[0] is port 1
+};
+
+/// Which kind of QP, as the state machine sees it.
+enum class FakeQpKind { kRC, kUC, kUD, kDCI, kDCT };
+
+/// One posted send or receive, copied at post time.
+struct PostedWr {
+    uint32_t qp_num = 0;
+    uint64_t wr_id = 0;
+    ibv_wr_opcode opcode = IBV_WR_SEND;  ///< sends only
+    unsigned int send_flags = 0;
+    std::vector<ibv_sge> sge;
+    uint32_t imm_data = 0;
+    uint32_t remote_qpn = 0, remote_qkey = 0; ///< UD sends
+    ibv_ah *ah = nullptr;                     ///< UD sends
+    uint64_t remote_addr = 0;                 ///< RDMA
+    uint32_t rkey = 0;
+};
+
+class FakeVerbs {
+public:
+    /// No devices (like this build machine).
+    FakeVerbs();
+    /// One fake device per snapshot device: ports, GID tables (netdev
+    /// ifindexes from the snapshot), pkeys; names starting with "mlx5" are
+    /// mlx5 (dv, DC, pkey-index checks), others behave like rxe. A port's
+    /// active MTU is the snapshot's, or derived from its first GID's netdev
+    /// MTU as the kernel does for RoCE (4096 when unknown).
+    explicit FakeVerbs(const topo::Snapshot &snapshot);
+    ~FakeVerbs();
+    FakeVerbs(const FakeVerbs &) = delete;
+    FakeVerbs &operator=(const FakeVerbs &) = delete;
+
+    /// The table to hand to the code under test. Valid while *this lives.
+    const verbs::VerbsApi &api() const { return api_; }
+
+    // ---- scripting -----------------------------------------------------
+    void add_device(FakeDevice device);
+    /// Mutable access, e.g. to move a GID: device("mlx5_bond_0").ports[0].gids.
+    FakeDevice &device(const std::string &name);
+    /// Whether the "process" has CAP_NET_RAW (controlled qkeys). Default false.
+    void set_privileged(bool privileged);
+    /// The next calls of `call` fail with `err`: after letting `skip` calls
+    /// through, `times` calls fail (times < 0: forever). Replaces an earlier
+    /// script for the same call.
+    void fail(Call call, int err, int skip = 0, int times = 1);
+    /// Neighbour resolution of `dgid` fails with `err` (modify_qp to RTR with
+    /// an AV, create_ah).
+    void set_unreachable(const std::array<uint8_t, 16> &dgid, int err = ETIMEDOUT);
+    /// The next send posted on `qp` completes with `status` (and the QP goes
+    /// to ERR, flushing what follows).
+    void fail_next_send(ibv_qp *qp, ibv_wc_status status, uint32_t vendor_err = 0);
+    /// Completes the oldest posted receive of `qp` (or its SRQ) with success;
+    /// false when none is posted.
+    bool deliver_recv(ibv_qp *qp, uint32_t byte_len, uint32_t src_qp = 0,
+                      const uint32_t *imm = nullptr);
+    /// Appends a completion to `cq` as is.
+    void push_completion(ibv_cq *cq, const ibv_wc &wc);
+    /// Queues an async event for get_async_event on `ctx`.
+    void push_async_event(ibv_context *ctx, const ibv_async_event &event);
+    /// Successful sends complete automatically (default true).
+    void set_auto_complete_sends(bool on);
+
+    // ---- inspection ----------------------------------------------------
+    int calls(Call call) const { return calls_[static_cast<size_t>(call)]; }
+    const std::vector<PostedWr> &sends() const { return sends_; }
+    const std::vector<PostedWr> &recvs() const { return recvs_; }
+    ibv_qp_state qp_state(const ibv_qp *qp) const;
+    /// The attributes last applied to `qp` (valid fields per applied mask).
+    const ibv_qp_attr &qp_attr(const ibv_qp *qp) const;
+    /// The errno the last failed modify_qp returned, and why (the fake's own
+    /// explanation, for test failure messages).
+    int last_modify_errno() const { return last_modify_errno_; }
+    const std::string &last_modify_reason() const { return last_modify_reason_; }
+    /// Open contexts + PDs + MRs + CQs + SRQs + QPs + AHs + channels.
+    size_t live_objects() const;
+
+    /// Implementation state (fake_verbs_state.h); not for tests.
+    struct State;
+    State &state() { return *st_; }
+
+private:
+    std::unique_ptr<State> st_;
+    verbs::VerbsApi api_{};
+    int slot_ = -1;
+    std::array<int, static_cast<size_t>(Call::kCount)> calls_{};
+    std::vector<PostedWr> sends_;
+    std::vector<PostedWr> recvs_;
+    int last_modify_errno_ = 0;
+    std::string last_modify_reason_;
+
+    friend struct FakeOps;
+};
+
+} // namespace roce::testing

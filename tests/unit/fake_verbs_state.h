@@ -1,0 +1,156 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+// Internals of FakeVerbs shared by fake_verbs.cc (devices, resources,
+// failure scripting) and fake_verbs_qp.cc (the QP state machine and the data
+// path). Not for tests to include.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "fake_verbs.h"
+
+namespace roce::testing {
+
+/// The ibv_context handed out; the owner is found from it, so it must stay
+/// standard-layout with the ibv_context first.
+struct FakeContextObj {
+    ibv_context ctx;
+    FakeVerbs *owner;
+    size_t device;      ///< index into State::devices
+};
+
+struct FakeDeviceObj {
+    ibv_device dev{};
+    FakeDevice spec;
+};
+
+struct FakeCqObj {
+    ibv_cq cq{};
+    std::deque<ibv_wc> wcs;
+    int users = 0;      ///< QPs and SRQs attached
+};
+
+struct FakeSrqObj {
+    ibv_srq srq{};
+    std::deque<PostedWr> posted;
+    int users = 0;
+};
+
+struct FakeQpObj {
+    ibv_qp qp{};
+    FakeQpKind kind = FakeQpKind::kRC;
+    ibv_qp_attr attr{};
+    int applied_mask = 0;
+    bool sq_sig_all = false;
+    std::deque<PostedWr> rq;
+    bool fail_next_send = false;
+    ibv_wc_status next_status = IBV_WC_SUCCESS;
+    uint32_t next_vendor_err = 0;
+};
+
+struct FakeMrObj {
+    ibv_mr mr{};
+};
+struct FakeAhObj {
+    ibv_ah ah{};
+    ibv_ah_attr attr{};
+};
+struct FakePdObj {
+    ibv_pd pd{};
+    int users = 0;      ///< MRs, QPs, SRQs, AHs
+};
+struct FakeChannelObj {
+    ibv_comp_channel ch{};
+};
+
+struct FakeVerbs::State {
+    bool privileged = false;
+    bool auto_complete = true;
+    std::vector<std::unique_ptr<FakeDeviceObj>> devices;
+    struct FailSpec {
+        int err = 0;
+        int skip = 0;
+        int times = 0;
+    };
+    std::array<FailSpec, static_cast<size_t>(Call::kCount)> fail{};
+    std::map<std::array<uint8_t, 16>, int> unreachable;
+    std::map<const ibv_context *, std::unique_ptr<FakeContextObj>> contexts;
+    std::map<const ibv_context *, std::deque<ibv_async_event>> events;
+    std::map<const ibv_pd *, std::unique_ptr<FakePdObj>> pds;
+    std::map<const ibv_mr *, std::unique_ptr<FakeMrObj>> mrs;
+    std::map<const ibv_comp_channel *, std::unique_ptr<FakeChannelObj>> channels;
+    std::map<const ibv_cq *, std::unique_ptr<FakeCqObj>> cqs;
+    std::map<const ibv_srq *, std::unique_ptr<FakeSrqObj>> srqs;
+    std::map<const ibv_qp *, std::unique_ptr<FakeQpObj>> qps;
+    std::map<const ibv_ah *, std::unique_ptr<FakeAhObj>> ahs;
+    uint32_t next_qpn = 0x100;
+    uint32_t next_key = 0x1000;
+};
+
+/// The VerbsApi entries. Each counts the call, applies a scripted failure
+/// when one is due, then models the verb. Return conventions are
+/// rdma-core's: int verbs return 0 or a positive errno (and set errno),
+/// pointer verbs return NULL with errno set, query_gid_table returns a
+/// negative errno.
+struct FakeOps {
+    static FakeVerbs *owner(const ibv_context *ctx);
+    /// Counts the call; returns the scripted errno when this call must fail.
+    static int enter(FakeVerbs &f, Call c);
+    static FakeDevice &device_of(const ibv_context *ctx);
+    /// EINVAL-style errno + message when `port` is not a port of the device.
+    static bool port_valid(const ibv_context *ctx, int port);
+
+    // fake_verbs.cc
+    static ibv_device **get_device_list(FakeVerbs &f, int *n);
+    static void free_device_list(ibv_device **list);
+    static ibv_context *open_device(ibv_device *dev);
+    static int close_device(ibv_context *ctx);
+    static int query_device(ibv_context *ctx, ibv_device_attr *a);
+    static int query_port(ibv_context *ctx, uint8_t port, ibv_port_attr *a);
+    static int query_gid_ex(ibv_context *ctx, uint32_t port, uint32_t index, ibv_gid_entry *e,
+                            uint32_t flags);
+    static ssize_t query_gid_table(ibv_context *ctx, ibv_gid_entry *e, size_t n, uint32_t flags);
+    static int query_pkey(ibv_context *ctx, uint8_t port, int index, __be16 *pkey);
+    static int get_async_event(ibv_context *ctx, ibv_async_event *e);
+    static ibv_pd *alloc_pd(ibv_context *ctx);
+    static int dealloc_pd(ibv_pd *pd);
+    static ibv_mr *reg_mr(ibv_pd *pd, void *addr, size_t len, int access);
+    static int dereg_mr(ibv_mr *mr);
+    static ibv_comp_channel *create_comp_channel(ibv_context *ctx);
+    static int destroy_comp_channel(ibv_comp_channel *ch);
+    static ibv_cq *create_cq(ibv_context *ctx, int cqe, void *user, ibv_comp_channel *ch, int vec);
+    static int destroy_cq(ibv_cq *cq);
+    static int poll_cq(ibv_cq *cq, int n, ibv_wc *wc);
+    static int req_notify_cq(ibv_cq *cq, int solicited);
+    static ibv_srq *create_srq(ibv_pd *pd, ibv_srq_init_attr *attr);
+    static int destroy_srq(ibv_srq *srq);
+    static ibv_ah *create_ah(ibv_pd *pd, ibv_ah_attr *attr);
+    static int destroy_ah(ibv_ah *ah);
+    static int mlx5dv_query_device(ibv_context *ctx, mlx5dv_context *attrs);
+    /// The errno resolving `ah` would give (port, GRH, sgid, neighbour); 0 ok.
+    static int check_av(FakeVerbs &f, const ibv_context *ctx, const ibv_ah_attr &ah,
+                        std::string &why);
+
+    // fake_verbs_qp.cc
+    static ibv_qp *make_qp(FakeVerbs &f, ibv_pd *pd, const ibv_qp_init_attr &init,
+                           FakeQpKind kind);
+    static ibv_qp *create_qp(ibv_pd *pd, ibv_qp_init_attr *attr);
+    static ibv_qp *mlx5dv_create_qp(ibv_context *ctx, ibv_qp_init_attr_ex *attr,
+                                    mlx5dv_qp_init_attr *dv);
+    static int destroy_qp(ibv_qp *qp);
+    static int modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask);
+    static int query_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask, ibv_qp_init_attr *init);
+    static int post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad);
+    static int post_recv(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad);
+    static int post_srq_recv(ibv_srq *srq, ibv_recv_wr *wr, ibv_recv_wr **bad);
+};
+
+/// errno = err; return err (the int-verb convention).
+inline int fail_with(int err) {
+    errno = err;
+    return err;
+}
+
+} // namespace roce::testing

@@ -1,0 +1,40 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#pragma once
+
+#include <string>
+
+#include "topo/snapshot.h"
+
+namespace roce::testing {
+
+/// tests/fixtures/<name> (absolute path in the source tree).
+std::string fixture_dir(const std::string &name);
+
+/// The snapshot of a committed capture fixture, read once with
+/// topo::read_capture and cached. Fails the test (Catch2 FAIL) when the
+/// fixture cannot be read.
+const topo::Snapshot &fixture(const std::string &name);
+
+/// A fresh empty directory under $TMPDIR (removed by ~TempDir).
+class TempDir {
+public:
+    TempDir();
+    ~TempDir();
+    TempDir(const TempDir &) = delete;
+    TempDir &operator=(const TempDir &) = delete;
+    const std::string &path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+/// Copies a directory tree (files, directories and symlinks as symlinks).
+void copy_tree(const std::string &from, const std::string &to);
+
+/// A readable one-line-per-field rendering of a snapshot, for comparing two
+/// snapshots with a useful failure message. Leaves out `source`, `warnings`
+/// and, when `with_active_mtu` is false, PortInfo::active_mtu (sysfs cannot
+/// see it).
+std::string dump(const topo::Snapshot &s, bool with_active_mtu = true);
+
+} // namespace roce::testing

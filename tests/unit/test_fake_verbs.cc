@@ -1,0 +1,407 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+// FakeVerbs models the hardware: the QP state machine and attribute masks,
+// the kernel's errno for bad attributes, posted work requests, scripted
+// completions and failures.
+#include <cerrno>
+#include <cstring>
+
+#include "catch.h"
+#include "fake_verbs.h"
+#include "fixtures.h"
+#include "verbs/handles.h"
+
+using namespace roce;
+using roce::testing::Call;
+using roce::testing::FakeVerbs;
+
+namespace {
+
+/// A device opened through the fake, with a PD and a CQ (RAII, in order).
+struct Env {
+    explicit Env(const char *fixture_name, const char *device = nullptr)
+        : fake(testing::fixture(fixture_name)) {
+        const verbs::VerbsApi &api = fake.api();
+        int n = 0;
+        verbs::DeviceList list(api.get_device_list(&n), verbs::DeviceListDeleter{&api});
+        REQUIRE(n >= 1);
+        ibv_device *dev = list[0];
+        for (int i = 0; i < n && device; ++i) {
+            if (std::strcmp(api.get_device_name(list[i]), device) == 0) {
+                dev = list[i];
+            }
+        }
+        ctx = verbs::Context(api.open_device(dev), verbs::ContextDeleter{&api});
+        REQUIRE(ctx);
+        pd = verbs::Pd(api.alloc_pd(ctx.get()), verbs::PdDeleter{&api});
+        cq = verbs::Cq(api.create_cq(ctx.get(), 16, nullptr, nullptr, 0), verbs::CqDeleter{&api});
+        REQUIRE(pd);
+        REQUIRE(cq);
+    }
+    verbs::Qp qp(ibv_qp_type type, ibv_srq *srq = nullptr) {
+        ibv_qp_init_attr init{};
+        init.send_cq = cq.get();
+        init.recv_cq = cq.get();
+        init.srq = srq;
+        init.qp_type = type;
+        init.cap = {4, 4, 1, 1, 0};
+        return verbs::Qp(fake.api().create_qp(pd.get(), &init), verbs::QpDeleter{&fake.api()});
+    }
+    int modify(ibv_qp *qp, ibv_qp_attr a, int mask) {
+        return verbs::normalize_rc(fake.api().modify_qp(qp, &a, mask), errno);
+    }
+    FakeVerbs fake;
+    verbs::Context ctx{nullptr, verbs::ContextDeleter{}};
+    verbs::Pd pd{nullptr, verbs::PdDeleter{}};
+    verbs::Cq cq{nullptr, verbs::CqDeleter{}};
+};
+
+ibv_qp_attr ud_init(int port = 1, int pkey_index = 0, uint32_t qkey = 0x1ee7a330) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = static_cast<uint8_t>(port);
+    a.pkey_index = static_cast<uint16_t>(pkey_index);
+    a.qkey = qkey;
+    return a;
+}
+constexpr int kUdInit = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+constexpr int kRcInit = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+constexpr int kRcRtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+constexpr int kRcRts = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+
+ibv_qp_attr rc_rtr(const topo::Snapshot &s, int sgid, uint32_t dqpn) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = dqpn;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.port_num = 1;
+    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(sgid);
+    a.ah_attr.grh.hop_limit = 64;
+    std::memcpy(a.ah_attr.grh.dgid.raw, s.devices[0].ports[0].gids[3].gid.data(), 16);
+    return a;
+}
+
+ibv_qp_attr rc_rts() {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 1;
+    return a;
+}
+
+} // namespace
+
+TEST_CASE("FakeVerbs: a UD QP goes RESET->INIT->RTR->RTS with the kernel's masks",
+          "[fake][qp]") {
+    Env e("mlx5_lag");
+    auto qp = e.qp(IBV_QPT_UD);
+    REQUIRE(qp);
+    CHECK(qp->state == IBV_QPS_RESET);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    CHECK(e.modify(qp.get(), a, IBV_QP_STATE) == EINVAL); // RESET->RTR is no transition
+    CHECK(e.fake.last_modify_reason() == "RESET -> RTR is not a legal transition");
+    CHECK(e.modify(qp.get(), ud_init(), kUdInit & ~IBV_QP_QKEY) == EINVAL);
+    CHECK(e.fake.last_modify_reason() ==
+          "RESET -> INIT: attribute mask 0x31, required 0x71, optional 0x0");
+    CHECK(e.modify(qp.get(), ud_init(), kUdInit | IBV_QP_ACCESS_FLAGS) == EINVAL);
+    CHECK(e.modify(qp.get(), ud_init(), kUdInit) == 0);
+    CHECK(e.fake.qp_state(qp.get()) == IBV_QPS_INIT);
+    CHECK(e.fake.qp_attr(qp.get()).qkey == 0x1ee7a330u);
+    a.qp_state = IBV_QPS_RTR;
+    CHECK(e.modify(qp.get(), a, IBV_QP_STATE | IBV_QP_AV) == EINVAL); // UD RTR takes no AV
+    CHECK(e.modify(qp.get(), a, IBV_QP_STATE) == 0);
+    a.qp_state = IBV_QPS_RTS;
+    CHECK(e.modify(qp.get(), a, IBV_QP_STATE) == EINVAL); // SQ_PSN required
+    CHECK(e.modify(qp.get(), a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+    CHECK(qp->state == IBV_QPS_RTS);
+    a.qp_state = IBV_QPS_RESET;
+    CHECK(e.modify(qp.get(), a, IBV_QP_STATE) == 0);
+    CHECK(e.fake.qp_attr(qp.get()).qkey == 0u); // RESET forgets the attributes
+}
+
+TEST_CASE("FakeVerbs: an RC QP needs the address vector, and DC lives on mlx5 only",
+          "[fake][qp]") {
+    Env e("mlx5_lag");
+    const topo::Snapshot &s = testing::fixture("mlx5_lag");
+    auto qp = e.qp(IBV_QPT_RC);
+    ibv_qp_attr init{};
+    init.qp_state = IBV_QPS_INIT;
+    init.port_num = 1;
+    init.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+    CHECK(e.modify(qp.get(), init, kRcInit | IBV_QP_QKEY) == EINVAL); // RC takes no qkey
+    CHECK(e.modify(qp.get(), init, kRcInit) == 0);
+    CHECK(e.modify(qp.get(), rc_rtr(s, 3, qp->qp_num), kRcRtr & ~IBV_QP_MIN_RNR_TIMER) == EINVAL);
+    CHECK(e.modify(qp.get(), rc_rtr(s, 3, qp->qp_num), kRcRtr) == 0);
+    CHECK(e.modify(qp.get(), rc_rts(), kRcRts) == 0);
+    CHECK(qp->state == IBV_QPS_RTS);
+
+    // DC through mlx5dv: a DCT stops at RTR; a DCI goes on to RTS.
+    ibv_qp_init_attr_ex ex{};
+    ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+    ex.pd = e.pd.get();
+    ex.send_cq = e.cq.get();
+    ex.recv_cq = e.cq.get();
+    ex.qp_type = IBV_QPT_DRIVER;
+    mlx5dv_qp_init_attr dv{};
+    dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;
+    dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
+    verbs::Qp dci(e.fake.api().mlx5dv_create_qp(e.ctx.get(), &ex, &dv),
+                  verbs::QpDeleter{&e.fake.api()});
+    REQUIRE(dci);
+    CHECK(dci->qp_type == IBV_QPT_DRIVER);
+    CHECK(e.modify(dci.get(), init, kRcInit) == EINVAL); // DCI INIT takes no access flags
+    CHECK(e.modify(dci.get(), init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT) == 0);
+    ibv_qp_attr rtr{};
+    rtr.qp_state = IBV_QPS_RTR;
+    rtr.path_mtu = IBV_MTU_1024;
+    CHECK(e.modify(dci.get(), rtr, IBV_QP_STATE | IBV_QP_PATH_MTU) == 0);
+    CHECK(e.modify(dci.get(), rc_rts(), kRcRts) == 0);
+
+    dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCT;
+    errno = 0;
+    CHECK(e.fake.api().mlx5dv_create_qp(e.ctx.get(), &ex, &dv) == nullptr); // DCT needs an SRQ
+    CHECK(errno == EINVAL);
+    ibv_srq_init_attr sa{};
+    sa.attr.max_wr = 16;
+    sa.attr.max_sge = 1;
+    verbs::Srq srq(e.fake.api().create_srq(e.pd.get(), &sa), verbs::SrqDeleter{&e.fake.api()});
+    ex.srq = srq.get();
+    verbs::Qp dct(e.fake.api().mlx5dv_create_qp(e.ctx.get(), &ex, &dv),
+                  verbs::QpDeleter{&e.fake.api()});
+    REQUIRE(dct);
+    CHECK(e.modify(dct.get(), init, kRcInit) == 0);
+    CHECK(e.modify(dct.get(), rc_rtr(s, 3, 0),
+                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_MIN_RNR_TIMER) == 0);
+    CHECK(e.modify(dct.get(), rc_rts(), kRcRts) == EINVAL); // a DCT has no RTS
+
+    Env rxe("rxe_bond");
+    errno = 0;
+    CHECK(rxe.fake.api().mlx5dv_create_qp(rxe.ctx.get(), &ex, &dv) == nullptr);
+    CHECK(errno == EOPNOTSUPP);
+    CHECK_FALSE(rxe.fake.api().mlx5dv_is_supported(rxe.ctx->device));
+    CHECK(e.fake.api().mlx5dv_is_supported(e.ctx->device));
+}
+
+TEST_CASE("FakeVerbs: the kernel's errno for bad attributes, in the kernel's order",
+          "[fake][errno]") {
+    Env e("mlx5_lag");
+    const topo::Snapshot &s = testing::fixture("mlx5_lag");
+    auto qp = e.qp(IBV_QPT_UD);
+    // Port beyond the one-port LAG device: EINVAL, checked before the qkey.
+    CHECK(e.modify(qp.get(), ud_init(2, 0, 0x80000001u), kUdInit) == EINVAL);
+    CHECK(e.fake.last_modify_reason() == "port_num 2 is not a port of mlx5_bond_0 (it has 1)");
+    // Controlled qkey without CAP_NET_RAW: EPERM; allowed when privileged.
+    CHECK(e.modify(qp.get(), ud_init(1, 0, 0x80000001u), kUdInit) == EPERM);
+    // pkey index beyond the one-entry table: mlx5 says EINVAL.
+    CHECK(e.modify(qp.get(), ud_init(1, 1), kUdInit) == EINVAL);
+    CHECK(e.fake.last_modify_reason() == "pkey_index 1 is beyond the pkey table (size 1)");
+    CHECK(qp->state == IBV_QPS_RESET);
+    e.fake.set_privileged(true);
+    CHECK(e.modify(qp.get(), ud_init(1, 0, 0x80000001u), kUdInit) == 0);
+
+    // rxe does not check the pkey index (measured on Linux 6.1).
+    Env rxe("rxe_bond");
+    auto rq = rxe.qp(IBV_QPT_UD);
+    CHECK(rxe.modify(rq.get(), ud_init(1, 64), kUdInit) == 0);
+
+    // RC INIT->RTR: the address vector's sgid index.
+    auto rc = e.qp(IBV_QPT_RC);
+    ibv_qp_attr init{};
+    init.qp_state = IBV_QPS_INIT;
+    init.port_num = 1;
+    REQUIRE(e.modify(rc.get(), init, kRcInit) == 0);
+    CHECK(e.modify(rc.get(), rc_rtr(s, 9, 1), kRcRtr) == ENODATA); // empty slot
+    CHECK(e.fake.last_modify_reason() == "sgid_index 9 is an empty GID slot");
+    CHECK(e.modify(rc.get(), rc_rtr(s, 255, 1), kRcRtr) == ENODATA); // beyond the table
+    CHECK(e.fake.last_modify_reason() == "sgid_index 255 is beyond the GID table");
+    ibv_qp_attr no_grh = rc_rtr(s, 3, 1);
+    no_grh.ah_attr.is_global = 0;
+    CHECK(e.modify(rc.get(), no_grh, kRcRtr) == EINVAL);
+    ibv_qp_attr bad_mtu = rc_rtr(s, 3, 1);
+    bad_mtu.path_mtu = static_cast<ibv_mtu>(6);
+    CHECK(e.modify(rc.get(), bad_mtu, kRcRtr) == EINVAL);
+    ibv_qp_attr av_port = rc_rtr(s, 3, 1);
+    av_port.ah_attr.port_num = 2;
+    CHECK(e.modify(rc.get(), av_port, kRcRtr) == EINVAL);
+    e.fake.set_unreachable(s.devices[0].ports[0].gids[3].gid);
+    CHECK(e.modify(rc.get(), rc_rtr(s, 3, 1), kRcRtr) == ETIMEDOUT);
+    CHECK(rc->state == IBV_QPS_INIT); // nothing applied by failed calls
+}
+
+TEST_CASE("FakeVerbs: posted work requests, completions and error completions",
+          "[fake][datapath]") {
+    Env e("mlx5_lag");
+    const verbs::VerbsApi &api = e.fake.api();
+    auto qp = e.qp(IBV_QPT_UD);
+    char buf[64] = {};
+    verbs::Mr mr(api.reg_mr(e.pd.get(), buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE),
+                 verbs::MrDeleter{&api});
+    REQUIRE(mr);
+    CHECK(api.reg_mr(e.pd.get(), buf, 8, IBV_ACCESS_REMOTE_WRITE) == nullptr); // needs LOCAL_WRITE
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf), 32, mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = 7;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr *bad = nullptr;
+    CHECK(api.post_send(qp.get(), &wr, &bad) == EINVAL); // not in RTS
+    CHECK(bad == &wr);
+
+    ibv_recv_wr rwr{};
+    rwr.wr_id = 11;
+    rwr.sg_list = &sge;
+    rwr.num_sge = 1;
+    ibv_recv_wr *rbad = nullptr;
+    CHECK(api.post_recv(qp.get(), &rwr, &rbad) == EINVAL); // RESET
+    REQUIRE(e.modify(qp.get(), ud_init(), kUdInit) == 0);
+    CHECK(api.post_recv(qp.get(), &rwr, &rbad) == 0);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    REQUIRE(e.modify(qp.get(), a, IBV_QP_STATE) == 0);
+    a.qp_state = IBV_QPS_RTS;
+    REQUIRE(e.modify(qp.get(), a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+
+    CHECK(api.post_send(qp.get(), &wr, &bad) == EINVAL); // UD send without an AH
+    ibv_ah_attr ah_attr{};
+    ah_attr.is_global = 1;
+    ah_attr.port_num = 1;
+    ah_attr.grh.sgid_index = 3;
+    verbs::Ah ah(api.create_ah(e.pd.get(), &ah_attr), verbs::AhDeleter{&api});
+    REQUIRE(ah);
+    ah_attr.grh.sgid_index = 8;
+    errno = 0;
+    CHECK(api.create_ah(e.pd.get(), &ah_attr) == nullptr);
+    CHECK(errno == ENODATA);
+    wr.wr.ud.ah = ah.get();
+    wr.wr.ud.remote_qpn = 0x99;
+    wr.wr.ud.remote_qkey = 0x1ee7a330;
+    ibv_send_wr second = wr;
+    second.wr_id = 8;
+    second.send_flags = 0; // unsignaled: recorded, no completion
+    wr.next = &second;
+    CHECK(api.post_send(qp.get(), &wr, &bad) == 0);
+    REQUIRE(e.fake.sends().size() == 2);
+    CHECK(e.fake.sends()[0].wr_id == 7);
+    CHECK(e.fake.sends()[0].remote_qpn == 0x99u);
+    CHECK(e.fake.sends()[0].sge.at(0).length == 32u);
+    CHECK(e.fake.sends()[1].send_flags == 0u);
+    ibv_wc wc[4];
+    REQUIRE(api.poll_cq(e.cq.get(), 4, wc) == 1);
+    CHECK(wc[0].wr_id == 7);
+    CHECK(wc[0].status == IBV_WC_SUCCESS);
+    CHECK(wc[0].opcode == IBV_WC_SEND);
+    CHECK(wc[0].byte_len == 32u);
+
+    CHECK(e.fake.deliver_recv(qp.get(), 24, 0x42));
+    REQUIRE(api.poll_cq(e.cq.get(), 4, wc) == 1);
+    CHECK(wc[0].wr_id == 11);
+    CHECK(wc[0].opcode == IBV_WC_RECV);
+    CHECK(wc[0].src_qp == 0x42u);
+    CHECK((wc[0].wc_flags & IBV_WC_GRH) != 0);
+    CHECK_FALSE(e.fake.deliver_recv(qp.get(), 24)); // nothing posted any more
+
+    // A scripted error completion moves the QP to ERR; later sends flush.
+    CHECK(api.post_recv(qp.get(), &rwr, &rbad) == 0);
+    e.fake.fail_next_send(qp.get(), IBV_WC_RETRY_EXC_ERR, 0x81);
+    wr.next = nullptr;
+    CHECK(api.post_send(qp.get(), &wr, &bad) == 0);
+    CHECK(e.fake.qp_state(qp.get()) == IBV_QPS_ERR);
+    CHECK(api.post_send(qp.get(), &wr, &bad) == 0);
+    REQUIRE(api.poll_cq(e.cq.get(), 4, wc) == 3);
+    CHECK(wc[0].status == IBV_WC_RETRY_EXC_ERR);
+    CHECK(wc[0].vendor_err == 0x81u);
+    CHECK(wc[1].status == IBV_WC_WR_FLUSH_ERR); // the posted receive
+    CHECK(wc[1].wr_id == 11);
+    CHECK(wc[2].status == IBV_WC_WR_FLUSH_ERR); // the send after the error
+    ibv_wc pushed{};
+    pushed.wr_id = 99;
+    pushed.status = IBV_WC_REM_ACCESS_ERR;
+    e.fake.push_completion(e.cq.get(), pushed);
+    REQUIRE(api.poll_cq(e.cq.get(), 4, wc) == 1);
+    CHECK(wc[0].status == IBV_WC_REM_ACCESS_ERR);
+}
+
+TEST_CASE("FakeVerbs: receives through an SRQ", "[fake][datapath]") {
+    Env e("rxe_bond");
+    const verbs::VerbsApi &api = e.fake.api();
+    ibv_srq_init_attr sa{};
+    sa.attr.max_wr = 8;
+    sa.attr.max_sge = 1;
+    verbs::Srq srq(api.create_srq(e.pd.get(), &sa), verbs::SrqDeleter{&api});
+    REQUIRE(srq);
+    auto qp = e.qp(IBV_QPT_RC, srq.get());
+    REQUIRE(qp);
+    ibv_recv_wr rwr{};
+    rwr.wr_id = 5;
+    ibv_recv_wr *bad = nullptr;
+    CHECK(api.post_recv(qp.get(), &rwr, &bad) == EINVAL); // a QP with an SRQ takes none
+    CHECK(api.post_srq_recv(srq.get(), &rwr, &bad) == 0);
+    CHECK(api.destroy_srq(srq.get()) == EBUSY); // the QP still uses it
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    REQUIRE(e.modify(qp.get(), a, kRcInit) == 0);
+    REQUIRE(e.modify(qp.get(), rc_rtr(testing::fixture("rxe_bond"), 1, qp->qp_num), kRcRtr) == 0);
+    CHECK(e.fake.deliver_recv(qp.get(), 100));
+    ibv_wc wc{};
+    REQUIRE(api.poll_cq(e.cq.get(), 1, &wc) == 1);
+    CHECK(wc.wr_id == 5);
+    CHECK(wc.byte_len == 100u);
+}
+
+TEST_CASE("FakeVerbs: any call fails on demand; objects in use are EBUSY", "[fake][script]") {
+    auto live = [](FakeVerbs &f) { return f.live_objects(); };
+    {
+        Env e("mlx5_lag");
+        const verbs::VerbsApi &api = e.fake.api();
+        auto qp = e.qp(IBV_QPT_UD);
+        e.fake.fail(Call::kModifyQp, EIO, 1, 2); // the 2nd and 3rd calls fail
+        CHECK(e.modify(qp.get(), ud_init(), kUdInit) == 0);
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_RTR;
+        CHECK(e.modify(qp.get(), a, IBV_QP_STATE) == EIO);
+        CHECK(e.modify(qp.get(), a, IBV_QP_STATE) == EIO);
+        CHECK(e.fake.last_modify_reason() == "scripted failure");
+        CHECK(e.modify(qp.get(), a, IBV_QP_STATE) == 0);
+        CHECK(e.fake.calls(Call::kModifyQp) == 4);
+
+        e.fake.fail(Call::kCreateQp, ENOMEM, 0, -1); // forever
+        CHECK_FALSE(e.qp(IBV_QPT_RC));
+        CHECK_FALSE(e.qp(IBV_QPT_RC));
+        CHECK(errno == ENOMEM);
+
+        CHECK(api.destroy_cq(e.cq.get()) == EBUSY);
+        CHECK(api.dealloc_pd(e.pd.get()) == EBUSY);
+        e.fake.fail(Call::kQueryPort, EIO);
+        ibv_port_attr pa{};
+        CHECK(api.query_port(e.ctx.get(), 1, &pa) == EIO);
+        CHECK(api.query_port(e.ctx.get(), 1, &pa) == 0);
+        CHECK(pa.gid_tbl_len == 255);
+        CHECK(api.query_port(e.ctx.get(), 2, &pa) == EINVAL);
+
+        ibv_async_event ev{};
+        CHECK(api.get_async_event(e.ctx.get(), &ev) == -1); // none queued
+        CHECK(errno == EAGAIN);
+        ev.event_type = IBV_EVENT_GID_CHANGE;
+        ev.element.port_num = 1;
+        e.fake.push_async_event(e.ctx.get(), ev);
+        ibv_async_event got{};
+        CHECK(api.get_async_event(e.ctx.get(), &got) == 0);
+        CHECK(got.event_type == IBV_EVENT_GID_CHANGE);
+        CHECK(live(e.fake) == 4); // context, PD, CQ, QP
+        qp.reset();
+        e.cq.reset();
+        e.pd.reset();
+        e.ctx.reset();
+        CHECK(live(e.fake) == 0); // every deleter really destroyed its object
+    }
+}
