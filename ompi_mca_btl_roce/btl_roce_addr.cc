@@ -109,9 +109,11 @@ std::vector<PortPlan> plan_ports(std::shared_ptr<const topo::Snapshot> snapshot,
 util::Result<PathChoice> choose_path(const PortPlan &plan, const wire::PortAdvert &peer) {
     const topo::DeviceInfo *dev = plan.snapshot->find_device(plan.device);
     const topo::PortInfo *port = nullptr;
-    for (const auto &p : dev ? dev->ports : std::vector<topo::PortInfo>{}) {
-        if (p.port == plan.port) {
-            port = &p;
+    if (dev != nullptr) {
+        for (const auto &p : dev->ports) {
+            if (p.port == plan.port) {
+                port = &p;
+            }
         }
     }
     if (port == nullptr) {
@@ -164,8 +166,12 @@ util::Result<PathChoice> choose_path(const PortPlan &plan, const wire::PortAdver
     c.dgid = best->gid;
     c.gid_type = static_cast<uint8_t>(sel.gid_type);
     c.path_mtu = std::min<int>(sel.path_mtu, peer.path_mtu);
-    c.why = pc.explanation() + util::format("; peer GID %s",
-                                            IpAddress::from_gid(best->gid).to_string().c_str());
+    // One line per peer: the port's full reasoning was logged once already.
+    c.why = util::format("gid[%d] %s (%s, %s) -> %s:%u %s, mtu %d", sel.gid_index,
+                         la.to_string().c_str(), topo::to_string(sel.gid_type),
+                         sel.netdev.c_str(), peer.device.c_str(), peer.port,
+                         IpAddress::from_gid(best->gid).to_string().c_str(),
+                         128 << c.path_mtu);
     return c;
 }
 

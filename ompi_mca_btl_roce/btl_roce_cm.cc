@@ -16,6 +16,7 @@
 // answers it with the QP it had already created.
 #include "btl_roce_module.h"
 
+#include <cstring>
 #include <random>
 
 #include "opal/mca/pmix/pmix.h"

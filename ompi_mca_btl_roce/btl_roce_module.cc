@@ -76,8 +76,8 @@ Module *M(mca_btl_base_module_t *b) { return Module::from(b); }
 Endpoint *E(mca_btl_base_endpoint_t *e) { return Endpoint::from(e); }
 
 // The thunks: catch everything, never let an exception into Open MPI.
-template <typename R, typename F>
-R guarded(F &&f, R fail) noexcept {
+template <typename F>
+auto guarded(F &&f, decltype(f()) fail) noexcept -> decltype(f()) {
     try {
         return f();
     } catch (...) {
@@ -96,7 +96,7 @@ int t_del_procs(mca_btl_base_module_t *b, size_t n, opal_proc_t **p,
 int t_finalize(mca_btl_base_module_t *b) { return guarded([&] { return M(b)->finalize(); }, OPAL_ERROR); }
 mca_btl_base_descriptor_t *t_alloc(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e,
                                    uint8_t order, size_t size, uint32_t flags) {
-    return guarded<mca_btl_base_descriptor_t *>([&] { return M(b)->alloc(E(e), order, size, flags); }, nullptr);
+    return guarded([&] { return M(b)->alloc(E(e), order, size, flags); }, nullptr);
 }
 int t_free(mca_btl_base_module_t *b, mca_btl_base_descriptor_t *d) {
     return guarded([&] { return M(b)->free_des(d); }, OPAL_ERROR);
@@ -104,7 +104,7 @@ int t_free(mca_btl_base_module_t *b, mca_btl_base_descriptor_t *d) {
 mca_btl_base_descriptor_t *t_prepare_src(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e,
                                          opal_convertor_t *c, uint8_t order, size_t reserve,
                                          size_t *size, uint32_t flags) {
-    return guarded<mca_btl_base_descriptor_t *>([&] { return M(b)->prepare_src(E(e), c, order, reserve, size, flags); }, nullptr);
+    return guarded([&] { return M(b)->prepare_src(E(e), c, order, reserve, size, flags); }, nullptr);
 }
 int t_send(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, mca_btl_base_descriptor_t *d,
            mca_btl_base_tag_t tag) {
@@ -150,7 +150,7 @@ int t_flush(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e) {
 mca_btl_base_registration_handle_t *t_register_mem(mca_btl_base_module_t *b,
                                                    mca_btl_base_endpoint_t *, void *base,
                                                    size_t size, uint32_t flags) {
-    return guarded<mca_btl_base_registration_handle_t *>([&] { return M(b)->register_mem(base, size, flags); }, nullptr);
+    return guarded([&] { return M(b)->register_mem(base, size, flags); }, nullptr);
 }
 int t_deregister_mem(mca_btl_base_module_t *b, mca_btl_base_registration_handle_t *h) {
     return guarded([&] { return M(b)->deregister_mem(h); }, OPAL_ERROR);

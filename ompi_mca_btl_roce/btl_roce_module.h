@@ -134,7 +134,7 @@ public:
 
     /// Work for the PML that must run without the module lock held.
     struct Deferred {
-        enum class Kind { kRecv, kSendDone, kRdmaDone, kError } kind;
+        enum class Kind { kRecv, kSendDone, kRdmaDone, kError } kind = Kind::kRecv;
         Endpoint *ep = nullptr;
         // kRecv
         uint32_t buf_index = 0;

@@ -80,7 +80,8 @@ void Module::handle_wc(const ibv_wc &wc) {
         ++ep->sq_free_;
         --ep->rdma_outstanding_;
         --inflight_;
-        Deferred d{Deferred::Kind::kRdmaDone};
+        Deferred d;
+        d.kind = Deferred::Kind::kRdmaDone;
         d.ep = ep;
         d.op = op;
         d.status = wc.status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR;
@@ -131,7 +132,8 @@ void Module::handle_recv(const ibv_wc &wc) {
         drain_pending(ep);
         return;
     }
-    Deferred d{Deferred::Kind::kRecv};
+    Deferred d;
+        d.kind = Deferred::Kind::kRecv;
     d.ep = &ep;
     d.buf_index = idx;
     d.tag = hdr->tag;
@@ -146,7 +148,8 @@ void Module::handle_recv(const ibv_wc &wc) {
 void Module::complete_frag(Frag *f, int status) {
     bool owned = f->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
     if (f->base.des_cbfunc != nullptr) {
-        Deferred d{Deferred::Kind::kSendDone};
+        Deferred d;
+        d.kind = Deferred::Kind::kSendDone;
         d.ep = f->endpoint;
         d.frag = f;
         d.status = status;
@@ -171,7 +174,8 @@ void Module::fail_endpoint(Endpoint &ep, const std::string &why) {
         complete_frag(f, OPAL_ERR_UNREACH);
     }
     ep.pending_tail_ = nullptr;
-    Deferred d{Deferred::Kind::kError};
+    Deferred d;
+        d.kind = Deferred::Kind::kError;
     d.ep = &ep;
     d.text = util::format("roce %s:%d: %s", plan_.device.c_str(), plan_.port, why.c_str());
     deferred_.push_back(std::move(d));
