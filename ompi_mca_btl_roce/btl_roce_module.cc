@@ -333,7 +333,13 @@ mca_btl_base_registration_handle_t *Module::register_mem(void *base, size_t size
         }
         return nullptr;
     }
-    return &reinterpret_cast<Reg *>(r)->handle;
+    Reg *reg = reinterpret_cast<Reg *>(r);
+    if (log_.enabled(util::LogLevel::kTrace)) {
+        log_.write(util::LogLevel::kTrace,
+                   util::format("registered %p+%zu flags 0x%x: rkey 0x%x lkey 0x%x", base, size,
+                                flags, reg->handle.rkey, reg->handle.lkey));
+    }
+    return &reg->handle;
 }
 
 int Module::deregister_mem(mca_btl_base_registration_handle_t *handle) {

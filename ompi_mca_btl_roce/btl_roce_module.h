@@ -130,6 +130,7 @@ public:
         mca_btl_base_registration_handle_t *local_handle = nullptr;
         Endpoint *ep = nullptr;
         RdmaOp *next_free = nullptr;
+        bool copy_result = false; ///< copy `result` to local_address on completion
     };
 
     /// Work for the PML that must run without the module lock held.

@@ -6,6 +6,8 @@
 // into the BTL from those callbacks.
 #include "btl_roce_module.h"
 
+#include <cstring>
+
 #include "opal/mca/btl/base/base.h"
 
 #include "util/strings.h"
@@ -87,8 +89,11 @@ void Module::handle_wc(const ibv_wc &wc) {
         d.status = wc.status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR;
         deferred_.push_back(std::move(d));
         if (wc.status != IBV_WC_SUCCESS) {
-            fail_endpoint(*ep, util::format("RDMA completion error: %s (vendor error 0x%x)",
-                                            ibv_wc_status_str(wc.status), wc.vendor_err));
+            fail_endpoint(*ep, util::format("RDMA completion error: %s (vendor error 0x%x, "
+                                            "qpn 0x%x, wr_id 0x%llx)",
+                                            ibv_wc_status_str(wc.status), wc.vendor_err,
+                                            wc.qp_num,
+                                            static_cast<unsigned long long>(wc.wr_id)));
         }
         drain_pending(*ep);
         return;
@@ -219,6 +224,9 @@ void Module::run_deferred(std::vector<Deferred> &todo) {
         }
         case Deferred::Kind::kRdmaDone: {
             RdmaOp *op = d.op;
+            if (op->copy_result && d.status == OPAL_SUCCESS) {
+                std::memcpy(op->local_address, &op->result, sizeof(op->result));
+            }
             if (op->cbfunc != nullptr) {
                 op->cbfunc(base(), d.ep->as_opal(), op->local_address, op->local_handle,
                            op->cbcontext, op->cbdata, d.status);

@@ -46,6 +46,9 @@ int Module::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote
                  mca_btl_base_registration_handle_t *local_handle,
                  mca_btl_base_registration_handle_t *remote_handle, size_t size,
                  mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+    if (ep == nullptr || (size > 0 && (remote_handle == nullptr || local_handle == nullptr))) {
+        return OPAL_ERR_BAD_PARAM;
+    }
     OPAL_THREAD_LOCK(&lock_);
     if (ep->state_ == EpState::kFailed) {
         OPAL_THREAD_UNLOCK(&lock_);
@@ -67,6 +70,7 @@ int Module::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote
     op->local_address = local_address;
     op->local_handle = local_handle;
     op->ep = ep;
+    op->copy_result = false;
 
     ibv_sge sge{};
     sge.addr = reinterpret_cast<uint64_t>(local_address);
@@ -96,6 +100,14 @@ int Module::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote
     ++ep->rdma_outstanding_;
     ++inflight_;
     OPAL_THREAD_UNLOCK(&lock_);
+    if (log_.enabled(util::LogLevel::kTrace)) {
+        log_.write(util::LogLevel::kTrace,
+                   util::format("RDMA %s %zu bytes local %p lkey 0x%x -> %s remote 0x%llx rkey "
+                                "0x%x",
+                                is_put ? "WRITE" : "READ", size, local_address, sge.lkey,
+                                ep->label().c_str(), static_cast<unsigned long long>(remote_address),
+                                wr.wr.rdma.rkey));
+    }
     return OPAL_SUCCESS;
 }
 
@@ -109,7 +121,11 @@ int Module::atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
     if (!is_cswap && op_code != MCA_BTL_ATOMIC_ADD) {
         return OPAL_ERR_NOT_SUPPORTED;
     }
-    if ((remote_address & 7) != 0) {
+    // A remote handle is required (the target memory must be registered).
+    // Open MPI 4.1.4's osc/rdma calls cswap with none for windows it could
+    // reach through shared memory, and handles the error by using CPU
+    // atomics there, which is the right thing for that memory.
+    if (ep == nullptr || remote_handle == nullptr || (remote_address & 7) != 0) {
         return OPAL_ERR_BAD_PARAM;
     }
     OPAL_THREAD_LOCK(&lock_);
@@ -140,10 +156,12 @@ int Module::atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
         sge.addr = reinterpret_cast<uint64_t>(local_address);
         sge.lkey = local_handle->lkey;
     } else {
-        // Non-fetching op: the old value lands in the op's own scratch word.
+        // Non-fetching op, or an unregistered result buffer: the old value
+        // lands in the op's own registered word (copied out on completion).
         sge.addr = reinterpret_cast<uint64_t>(&op->result);
         sge.lkey = rdma_slab_.lkey();
     }
+    op->copy_result = local_address != nullptr && local_handle == nullptr;
     ibv_send_wr wr{};
     wr.wr_id = make_wr_id(op, WrKind::kRdma);
     wr.sg_list = &sge;
@@ -167,6 +185,13 @@ int Module::atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
     ++ep->rdma_outstanding_;
     ++inflight_;
     OPAL_THREAD_UNLOCK(&lock_);
+    if (log_.enabled(util::LogLevel::kTrace)) {
+        log_.write(util::LogLevel::kTrace,
+                   util::format("ATOMIC %s -> %s remote 0x%llx rkey 0x%x operand 0x%llx",
+                                is_cswap ? "CSWAP" : "FADD", ep->label().c_str(),
+                                static_cast<unsigned long long>(remote_address),
+                                wr.wr.atomic.rkey, static_cast<unsigned long long>(operand)));
+    }
     return OPAL_SUCCESS;
 }
 
