@@ -19,6 +19,7 @@
 #include "btl_roce_log.h"
 #include "btl_roce_mca.h"
 #include "btl_roce_module.h"
+#include "locality.h"
 #include "topo/port_probe.h"
 #include "topo/readers.h"
 #include "util/privilege.h"
@@ -64,6 +65,35 @@ void publish_modex(util::LogSink &log) {
     }
 }
 
+// With several RDMA devices, keeps the ones nearest to this process's CPU
+// binding (locality.h). hwloc is only loaded in that case: one device, the
+// usual RoCE LAG host, costs nothing.
+std::vector<PortPlan> near_plans(std::vector<PortPlan> plans, util::LogSink &log) {
+    std::vector<DeviceLocality> devs;
+    for (const auto &p : plans) {
+        bool seen = false;
+        for (const auto &d : devs) {
+            seen = seen || d.device == p.device;
+        }
+        if (!seen) {
+            devs.push_back({p.device, read_device_numa_node(p.device)});
+        }
+    }
+    if (devs.size() < 2) {
+        return plans;
+    }
+    std::string why;
+    std::vector<std::string> keep = nearest_devices(devs, process_numa_nodes(), &why);
+    log.write(util::LogLevel::kInfo, "device choice: " + why);
+    std::vector<PortPlan> out;
+    for (auto &p : plans) {
+        if (std::find(keep.begin(), keep.end(), p.device) != keep.end()) {
+            out.push_back(std::move(p));
+        }
+    }
+    return out;
+}
+
 // Decides whether this process gets roce modules. Must stay cheap and quiet
 // when there is no RoCE hardware: Debian's default configuration makes every
 // ob1 job initialise every installed btl.
@@ -99,6 +129,7 @@ mca_btl_base_module_t **init(int *num_btls) {
     for (const auto &s : skipped) {
         log.write(util::LogLevel::kInfo, "port not used: " + s);
     }
+    plans = near_plans(std::move(plans), log);
     for (auto &plan : plans) {
         log.write(util::LogLevel::kInfo,
                   util::format("%s:%d: %s", plan.device.c_str(), plan.port,

@@ -3,6 +3,7 @@
 
 #include "catch.h"
 #include "credits.h"
+#include "locality.h"
 #include "wire.h"
 
 using namespace roce::btl;
@@ -277,4 +278,24 @@ TEST_CASE("credits: two ledgers exchanging only credit messages settle", "[btl][
     }
     CHECK(messages <= 3);
     CHECK(a.available() == 8);
+}
+
+TEST_CASE("locality: the devices on the process's NUMA nodes win, ties are kept",
+          "[btl][locality]") {
+    std::vector<DeviceLocality> devs = {
+        {"mlx5_0", 0}, {"mlx5_1", 1}, {"mlx5_2", 1}, {"rxe0", -1}};
+    std::string why;
+    CHECK(nearest_devices(devs, {1}, &why) == std::vector<std::string>{"mlx5_1", "mlx5_2"});
+    CHECK(why == "using mlx5_1, mlx5_2: on the NUMA node(s) this process is bound to; not using "
+                 "the other 2 device(s)");
+    CHECK(nearest_devices(devs, {0}) == std::vector<std::string>{"mlx5_0"});
+    // Unbound (or single-node) processes: nothing is nearer, use all.
+    CHECK(nearest_devices(devs, {}, &why).size() == 4);
+    CHECK(why == "no device is local to this process's binding: using all");
+    // Bound across every node with a device: all are local.
+    std::vector<DeviceLocality> two = {{"a", 0}, {"b", 1}};
+    CHECK(nearest_devices(two, {0, 1}, &why).size() == 2);
+    CHECK(why == "every device is local to this process's binding");
+    CHECK(nearest_devices({{"only", 3}}, {0}, &why) == std::vector<std::string>{"only"});
+    CHECK(why == "one RDMA device");
 }
