@@ -28,6 +28,15 @@ typedef struct mca_btl_roce_params_t {
     int address_family;
     unsigned int qkey;
     int verbose;
+    /* transport tuning */
+    int srq_size;
+    int send_frags;
+    int sq_depth;
+    int max_inline;
+    int credits;
+    int ack_timeout;
+    int retry_count;
+    int connect_timeout;
 } mca_btl_roce_params_t;
 
 typedef struct mca_btl_roce_component_t {
@@ -48,6 +57,8 @@ mca_btl_base_module_t **mca_btl_roce_component_init_cxx(int *num_btls,
                                                         bool enable_progress_threads,
                                                         bool enable_mpi_threads);
 int mca_btl_roce_component_progress_cxx(void);
+/* Called by a module's btl_finalize: forget and delete it. */
+int mca_btl_roce_component_module_finalized(mca_btl_base_module_t *module);
 
 #ifdef __cplusplus
 }

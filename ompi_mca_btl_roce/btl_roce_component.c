@@ -12,6 +12,8 @@ static int btl_roce_register(void) { return mca_btl_roce_component_register_para
 static int btl_roce_open(void) { return mca_btl_roce_component_open_cxx(); }
 static int btl_roce_close(void) { return mca_btl_roce_component_close_cxx(); }
 
+static int btl_roce_progress(void) { return mca_btl_roce_component_progress_cxx(); }
+
 static mca_btl_base_module_t **btl_roce_init(int *num_btls, bool enable_progress_threads,
                                              bool enable_mpi_threads)
 {
@@ -33,7 +35,7 @@ mca_btl_roce_component_t mca_btl_roce_component = {
             .param_field = MCA_BASE_METADATA_PARAM_NONE,
         },
         .btl_init = btl_roce_init,
-        .btl_progress = NULL,
+        .btl_progress = btl_roce_progress,
     },
     .output = -1,
 };

@@ -5,18 +5,25 @@
 // ever crosses into Open MPI.
 #include "opal_cxx_compat.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
 #include "opal/constants.h"
 #include "opal/mca/btl/base/base.h"
+#include "opal/mca/pmix/pmix.h"
 #include "opal/util/output.h"
 
 #include "btl_roce.h"
+#include "btl_roce_addr.h"
 #include "btl_roce_log.h"
 #include "btl_roce_mca.h"
+#include "btl_roce_module.h"
+#include "locality.h"
 #include "topo/port_probe.h"
+#include "topo/readers.h"
 #include "util/privilege.h"
+#include "util/strings.h"
 #include "verbs/verbs_api.h"
 
 namespace roce::btl {
@@ -26,6 +33,7 @@ namespace {
 struct ComponentState {
     explicit ComponentState(int output) : log(output) {}
     OpalSink log;
+    std::vector<std::unique_ptr<Module>> modules;
 };
 
 std::unique_ptr<ComponentState> g_state;
@@ -40,6 +48,52 @@ int open_output() {
     return out;
 }
 
+void publish_modex(util::LogSink &log) {
+    wire::ModexAddress addr;
+    for (auto &m : g_state->modules) {
+        addr.ports.push_back(m->advert());
+    }
+    std::vector<uint8_t> blob = wire::encode(addr);
+    int rc = OPAL_SUCCESS;
+    OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL, &mca_btl_roce_component.super.btl_version,
+                    blob.data(), blob.size());
+    if (rc != OPAL_SUCCESS) {
+        log.write(util::LogLevel::kWarn,
+                  util::format("could not publish the roce address (modex error %d): peers "
+                               "will not reach this process over RoCE",
+                               rc));
+    }
+}
+
+// With several RDMA devices, keeps the ones nearest to this process's CPU
+// binding (locality.h). hwloc is only loaded in that case: one device, the
+// usual RoCE LAG host, costs nothing.
+std::vector<PortPlan> near_plans(std::vector<PortPlan> plans, util::LogSink &log) {
+    std::vector<DeviceLocality> devs;
+    for (const auto &p : plans) {
+        bool seen = false;
+        for (const auto &d : devs) {
+            seen = seen || d.device == p.device;
+        }
+        if (!seen) {
+            devs.push_back({p.device, read_device_numa_node(p.device)});
+        }
+    }
+    if (devs.size() < 2) {
+        return plans;
+    }
+    std::string why;
+    std::vector<std::string> keep = nearest_devices(devs, process_numa_nodes(), &why);
+    log.write(util::LogLevel::kInfo, "device choice: " + why);
+    std::vector<PortPlan> out;
+    for (auto &p : plans) {
+        if (std::find(keep.begin(), keep.end(), p.device) != keep.end()) {
+            out.push_back(std::move(p));
+        }
+    }
+    return out;
+}
+
 // Decides whether this process gets roce modules. Must stay cheap and quiet
 // when there is no RoCE hardware: Debian's default configuration makes every
 // ob1 job initialise every installed btl.
@@ -47,23 +101,69 @@ mca_btl_base_module_t **init(int *num_btls) {
     *num_btls = 0;
     util::LogSink &log = g_state->log;
 
-    auto options = validated_options(util::may_use_controlled_qkey());
-    if (!options) {
-        show_error("invalid parameter", options.status().message() +
+    bool privileged = util::may_use_controlled_qkey();
+    auto options = validated_options(privileged);
+    auto config = options ? validated_module_config() : util::Result<ModuleConfig>(options.status());
+    if (!config) {
+        show_error("invalid parameter", config.status().message() +
                                             "\nThe roce BTL is disabled for this job.");
         return nullptr;
     }
 
-    std::vector<topo::PortProbe> ports = topo::probe_ports(verbs::real_verbs());
-    std::string why = topo::explain_unusable(ports);
+    // Cheap first look: without an active Ethernet port there is nothing to
+    // read or select.
+    std::string why = topo::explain_unusable(topo::probe_ports(verbs::real_verbs()));
     if (!why.empty()) {
         log.write(util::LogLevel::kInfo, "not used: " + why);
         return nullptr;
     }
-    log.write(util::LogLevel::kInfo,
-              "not used: RoCE port(s) present, but this build of the roce BTL has no data path "
-              "yet; use btl tcp or ucx for now");
-    return nullptr;
+    auto snap = topo::read_live(verbs::real_verbs(), topo::live_netdev_reader());
+    if (!snap) {
+        log.write(util::LogLevel::kWarn, "not used: cannot read the RDMA/netdev state: " +
+                                             snap.status().message());
+        return nullptr;
+    }
+    auto shared = std::make_shared<const topo::Snapshot>(std::move(snap.value()));
+    std::vector<std::string> skipped;
+    std::vector<PortPlan> plans = plan_ports(shared, *options, privileged, &skipped);
+    for (const auto &s : skipped) {
+        log.write(util::LogLevel::kInfo, "port not used: " + s);
+    }
+    plans = near_plans(std::move(plans), log);
+    for (auto &plan : plans) {
+        log.write(util::LogLevel::kInfo,
+                  util::format("%s:%d: %s", plan.device.c_str(), plan.port,
+                               plan.explanation.c_str()));
+        auto m = Module::create(plan, *config, log);
+        if (!m) {
+            // A port the policy accepted but that cannot be set up is worth
+            // an error: this is the reported failure, said precisely.
+            show_error("port setup failed",
+                       util::format("%s:%d: %s", plan.device.c_str(), plan.port,
+                                    m.status().message().c_str()));
+            continue;
+        }
+        m.value()->set_port_index(static_cast<uint16_t>(g_state->modules.size()));
+        g_state->modules.push_back(std::move(m.value()));
+    }
+    if (g_state->modules.empty()) {
+        log.write(util::LogLevel::kInfo, "not used: no RoCE port could be set up");
+        return nullptr;
+    }
+    publish_modex(log);
+
+    auto **out = static_cast<mca_btl_base_module_t **>(
+        malloc(sizeof(mca_btl_base_module_t *) * g_state->modules.size()));
+    if (out == nullptr) {
+        g_state->modules.clear();
+        return nullptr;
+    }
+    for (size_t i = 0; i < g_state->modules.size(); ++i) {
+        out[i] = g_state->modules[i]->base();
+        (void)mca_btl_base_param_verify(out[i]);
+    }
+    *num_btls = static_cast<int>(g_state->modules.size());
+    return out;
 }
 
 } // namespace
@@ -111,10 +211,35 @@ mca_btl_base_module_t **mca_btl_roce_component_init_cxx(int *num_btls, bool, boo
     } catch (...) {
         opal_output(0, "btl roce: internal error during init; the roce BTL is disabled");
     }
+    if (g_state) {
+        g_state->modules.clear();
+    }
     *num_btls = 0;
     return nullptr;
 }
 
-int mca_btl_roce_component_progress_cxx(void) { return 0; }
+int mca_btl_roce_component_progress_cxx(void) {
+    int n = 0;
+    if (g_state) {
+        for (auto &m : g_state->modules) {
+            n += m->progress();
+        }
+    }
+    return n;
+}
+
+int mca_btl_roce_component_module_finalized(mca_btl_base_module_t *module) {
+    try {
+        if (g_state) {
+            auto &v = g_state->modules;
+            v.erase(std::remove_if(v.begin(), v.end(),
+                                   [&](const auto &m) { return m->base() == module; }),
+                    v.end());
+        }
+        return OPAL_SUCCESS;
+    } catch (...) {
+        return OPAL_ERROR;
+    }
+}
 
 } // extern "C"

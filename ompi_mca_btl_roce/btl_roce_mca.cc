@@ -7,6 +7,9 @@
 #include "opal/mca/btl/base/base.h"
 
 #include "btl_roce.h"
+#include "util/params.h"
+#include "util/strings.h"
+#include "wire.h"
 
 namespace roce::btl {
 
@@ -102,6 +105,50 @@ int register_params() noexcept {
             "btl_base_verbose raises it too.",
             MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_3, &p.verbose);
 
+        p.srq_size = 512;
+        reg("srq_size",
+            "Receive buffers posted to the shared receive queue of each port (16..65536). Each "
+            "holds max_send_size bytes; together with send_frags they are registered memory, "
+            "shrunk automatically (with a warning) when the locked-memory limit is lower.",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.srq_size);
+        p.send_frags = 256;
+        reg("send_frags",
+            "Send buffers of each port (16..65536), max_send_size bytes each.",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.send_frags);
+        p.sq_depth = 128;
+        reg("sq_depth", "Send queue depth of each RC queue pair (8..16384).",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.sq_depth);
+        p.max_inline = 128;
+        reg("max_inline",
+            "Bytes of inline data requested for RC queue pairs (0..1024): small messages are "
+            "copied into the work request instead of being read by DMA. The device may grant "
+            "less.",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.max_inline);
+        p.credits = 32;
+        reg("credits",
+            "Receive credits granted to each peer (2..4096): how many messages a peer may have "
+            "in flight to this process before it waits for credits to come back. Keeps the "
+            "shared receive queue from being overrun.",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.credits);
+        p.ack_timeout = 18;
+        reg("ack_timeout",
+            "Local ACK timeout exponent of RC queue pairs (1..31): a lost packet is resent after "
+            "4.096 us * 2^N (18: about 1 s).",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.ack_timeout);
+        p.retry_count = 7;
+        reg("retry_count",
+            "Retransmissions of an RC packet before the queue pair gives up (0..7).",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.retry_count);
+        p.connect_timeout = 30;
+        reg("connect_timeout",
+            "Seconds to wait for a peer to answer a connection request (1..3600) before the "
+            "connection fails with an error naming the peer.",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_4, &p.connect_timeout);
+
+        // The generic btl_roce_{exclusivity,eager_limit,max_send_size,
+        // rdma_pipeline_*,...} parameters, written into the module template.
+        init_module_template();
+        (void)mca_btl_base_param_register(component(), &g_module_template);
         return OPAL_SUCCESS;
     } catch (...) {
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -119,6 +166,57 @@ util::Result<select::Options> validated_options(bool privileged) {
     raw.address_family = p.address_family;
     raw.qkey = p.qkey;
     return select::parse_options(raw, privileged);
+}
+
+util::Result<ModuleConfig> validated_module_config() {
+    const mca_btl_roce_params_t &p = mca_btl_roce_component.params;
+    struct Check {
+        const char *name;
+        int value, lo, hi;
+    };
+    const Check checks[] = {
+        {"btl_roce_srq_size", p.srq_size, 16, 65536},
+        {"btl_roce_send_frags", p.send_frags, 16, 65536},
+        {"btl_roce_sq_depth", p.sq_depth, 8, 16384},
+        {"btl_roce_max_inline", p.max_inline, 0, 1024},
+        {"btl_roce_credits", p.credits, 2, 4096},
+        {"btl_roce_ack_timeout", p.ack_timeout, 1, 31},
+        {"btl_roce_retry_count", p.retry_count, 0, 7},
+        {"btl_roce_connect_timeout", p.connect_timeout, 1, 3600},
+    };
+    for (const Check &c : checks) {
+        util::Status s = util::check_range(c.name, c.value, c.lo, c.hi);
+        if (!s) {
+            return s;
+        }
+    }
+    const mca_btl_base_module_t &t = g_module_template;
+    util::Status s = util::check_range("btl_roce_max_send_size",
+                                       static_cast<int64_t>(t.btl_max_send_size), 1024,
+                                       1024 * 1024, "1024..1048576 (bytes)");
+    if (!s) {
+        return s;
+    }
+    if (t.btl_eager_limit > t.btl_max_send_size) {
+        return util::Status(util::Code::kInvalidArgument,
+                            util::format("btl_roce_eager_limit = %zu is invalid: it must not "
+                                         "exceed btl_roce_max_send_size (%zu)",
+                                         t.btl_eager_limit, t.btl_max_send_size));
+    }
+    ModuleConfig c;
+    c.device.srq_size = static_cast<uint32_t>(p.srq_size);
+    c.device.send_frags = static_cast<uint32_t>(p.send_frags);
+    c.device.sq_depth = static_cast<uint32_t>(p.sq_depth);
+    c.device.max_inline = static_cast<uint32_t>(p.max_inline);
+    // Slots hold the fragment header plus max_send_size, cache-line rounded.
+    c.device.recv_slot =
+        static_cast<uint32_t>((t.btl_max_send_size + wire::kFragHeaderSize + 63) & ~size_t{63});
+    c.credits_per_peer = static_cast<uint32_t>(p.credits);
+    c.credit_threshold = c.credits_per_peer / 4 > 1 ? c.credits_per_peer / 4 : 1;
+    c.ack_timeout = p.ack_timeout;
+    c.retry_count = p.retry_count;
+    c.connect_timeout_s = p.connect_timeout;
+    return c;
 }
 
 } // namespace roce::btl

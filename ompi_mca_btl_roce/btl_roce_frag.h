@@ -1,0 +1,84 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#pragma once
+
+#include "opal_cxx_compat.h"
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "opal/mca/btl/btl.h"
+
+namespace roce::btl {
+
+class Endpoint;
+
+/// What a work request id points at. Pointers are 8-byte aligned, so the
+/// low 3 bits of wr_id carry the kind; receive buffers use an index.
+enum class WrKind : uint64_t {
+    kSend = 1,    ///< a Frag (wr_id = Frag* | kind)
+    kRdma = 2,    ///< an RdmaOp
+    kSrqRecv = 3, ///< SRQ receive buffer (wr_id = index << 3 | kind)
+    kUdRecv = 4,  ///< UD receive buffer
+    kUdSend = 5,  ///< UD send buffer
+    kControl = 6, ///< a credit-only message (wr_id = index << 3 | kind)
+};
+inline constexpr uint64_t kWrKindMask = 7;
+inline uint64_t make_wr_id(const void *p, WrKind k) {
+    return reinterpret_cast<uint64_t>(p) | static_cast<uint64_t>(k);
+}
+inline uint64_t make_wr_id(uint64_t index, WrKind k) {
+    return (index << 3) | static_cast<uint64_t>(k);
+}
+inline WrKind wr_kind(uint64_t wr_id) { return static_cast<WrKind>(wr_id & kWrKindMask); }
+template <typename T>
+T *wr_ptr(uint64_t wr_id) {
+    return reinterpret_cast<T *>(wr_id & ~kWrKindMask);
+}
+inline uint64_t wr_index(uint64_t wr_id) { return wr_id >> 3; }
+
+/// A send descriptor handed to the PML. `base` must stay the first member:
+/// Open MPI sees only the mca_btl_base_descriptor_t. The payload lives in
+/// a slot of a registered slab (`buf`, `lkey`); in-place sends add a second
+/// scatter/gather entry pointing at the user's registered buffer.
+struct Frag {
+    mca_btl_base_descriptor_t base;
+    mca_btl_base_segment_t segments[2];
+    uint8_t *buf = nullptr;   ///< header + payload space (registered)
+    uint32_t lkey = 0;
+    uint32_t capacity = 0;    ///< payload bytes available after the header
+    uint32_t slot = 0;        ///< index in the pool
+    Endpoint *endpoint = nullptr;
+    uint8_t tag = 0;
+    bool in_use = false;
+    bool inplace = false;     ///< segments[1] is user memory
+    uint32_t inplace_lkey = 0;
+    void *inplace_reg = nullptr; ///< rcache registration to release
+    Frag *next = nullptr;     ///< pending-queue link
+};
+
+/// Fixed pool of Frags over one registered slab. Not thread-safe (the
+/// module lock covers it).
+class FragPool {
+public:
+    FragPool() = default;
+    FragPool(const FragPool &) = delete;
+    FragPool &operator=(const FragPool &) = delete;
+    ~FragPool();
+
+    /// Sets up `count` frags of `slot_size` bytes each over `slab`
+    /// (registered with `lkey`); the first kFragHeaderSize bytes of each slot
+    /// hold the wire header.
+    void init(uint8_t *slab, uint32_t lkey, size_t slot_size, size_t count);
+    Frag *get();
+    void put(Frag *f);
+    size_t free_count() const { return free_.size(); }
+    size_t size() const { return frags_.size(); }
+
+private:
+    std::vector<Frag> frags_;
+    std::vector<Frag *> free_;
+};
+
+} // namespace roce::btl

@@ -1,0 +1,350 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+//
+// Module lifetime, peers, memory registration, and the C function table
+// Open MPI calls. Every thunk is noexcept and answers with an OPAL code.
+#include "btl_roce_module.h"
+
+#include <ctime>
+#include <cstddef>
+
+#include "opal/class/opal_bitmap.h"
+#include "opal/mca/btl/base/base.h"
+#include "opal/mca/rcache/base/base.h"
+
+#include "btl_roce.h"
+#include "util/strings.h"
+
+namespace roce::btl {
+
+using util::Code;
+using util::Result;
+using util::Status;
+
+double now_seconds() noexcept {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+namespace {
+
+/// An rcache registration: the verbs MR behind a registration handle.
+struct Reg {
+    mca_rcache_base_registration_t base;
+    ibv_mr *mr;
+    mca_btl_base_registration_handle_t handle;
+};
+
+int reg_mem_cb(void *reg_data, void *base, size_t size, mca_rcache_base_registration_t *r) {
+    auto *m = static_cast<Module *>(reg_data);
+    auto *reg = reinterpret_cast<Reg *>(r);
+    int access = IBV_ACCESS_LOCAL_WRITE;
+    if (r->access_flags & MCA_BTL_REG_FLAG_REMOTE_READ) {
+        access |= IBV_ACCESS_REMOTE_READ;
+    }
+    if (r->access_flags & MCA_BTL_REG_FLAG_REMOTE_WRITE) {
+        access |= IBV_ACCESS_REMOTE_WRITE;
+    }
+    if (r->access_flags & MCA_BTL_REG_FLAG_REMOTE_ATOMIC) {
+        access |= IBV_ACCESS_REMOTE_ATOMIC;
+    }
+    reg->mr = m->device().api().reg_mr(m->device().pd(), base, size, access);
+    if (reg->mr == nullptr) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    reg->handle.rkey = reg->mr->rkey;
+    reg->handle.lkey = reg->mr->lkey;
+    return OPAL_SUCCESS;
+}
+
+int dereg_mem_cb(void *reg_data, mca_rcache_base_registration_t *r) {
+    auto *m = static_cast<Module *>(reg_data);
+    auto *reg = reinterpret_cast<Reg *>(r);
+    if (reg->mr != nullptr) {
+        int rc = verbs::normalize_rc(m->device().api().dereg_mr(reg->mr), errno);
+        reg->mr = nullptr;
+        if (rc != 0) {
+            m->log().write(util::LogLevel::kWarn,
+                           Status::from_errno(rc, "ibv_dereg_mr").message());
+            return OPAL_ERROR;
+        }
+    }
+    return OPAL_SUCCESS;
+}
+
+Module *M(mca_btl_base_module_t *b) { return Module::from(b); }
+Endpoint *E(mca_btl_base_endpoint_t *e) { return Endpoint::from(e); }
+
+// The thunks: catch everything, never let an exception into Open MPI.
+template <typename F>
+auto guarded(F &&f, decltype(f()) fail) noexcept -> decltype(f()) {
+    try {
+        return f();
+    } catch (...) {
+        return fail;
+    }
+}
+
+int t_add_procs(mca_btl_base_module_t *b, size_t n, opal_proc_t **p, mca_btl_base_endpoint_t **e,
+                opal_bitmap_t *r) {
+    return guarded([&] { return M(b)->add_procs(n, p, e, r); }, OPAL_ERROR);
+}
+int t_del_procs(mca_btl_base_module_t *b, size_t n, opal_proc_t **p,
+                mca_btl_base_endpoint_t **e) {
+    return guarded([&] { return M(b)->del_procs(n, p, e); }, OPAL_ERROR);
+}
+int t_finalize(mca_btl_base_module_t *b) { return guarded([&] { return M(b)->finalize(); }, OPAL_ERROR); }
+mca_btl_base_descriptor_t *t_alloc(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e,
+                                   uint8_t order, size_t size, uint32_t flags) {
+    return guarded([&] { return M(b)->alloc(E(e), order, size, flags); }, nullptr);
+}
+int t_free(mca_btl_base_module_t *b, mca_btl_base_descriptor_t *d) {
+    return guarded([&] { return M(b)->free_des(d); }, OPAL_ERROR);
+}
+mca_btl_base_descriptor_t *t_prepare_src(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e,
+                                         opal_convertor_t *c, uint8_t order, size_t reserve,
+                                         size_t *size, uint32_t flags) {
+    return guarded([&] { return M(b)->prepare_src(E(e), c, order, reserve, size, flags); }, nullptr);
+}
+int t_send(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, mca_btl_base_descriptor_t *d,
+           mca_btl_base_tag_t tag) {
+    return guarded([&] { return M(b)->send(E(e), d, tag); }, OPAL_ERROR);
+}
+int t_sendi(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, opal_convertor_t *c, void *hdr,
+            size_t hdr_size, size_t payload, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
+            mca_btl_base_descriptor_t **d) {
+    return guarded([&] { return M(b)->sendi(E(e), c, hdr, hdr_size, payload, order, flags, tag, d); }, OPAL_ERR_OUT_OF_RESOURCE);
+}
+int t_put(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uint64_t remote,
+          mca_btl_base_registration_handle_t *lh, mca_btl_base_registration_handle_t *rh,
+          size_t size, int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void *ctx,
+          void *data) {
+    return guarded([&] { return M(b)->rdma(E(e), true, local, remote, lh, rh, size, cb, ctx, data); }, OPAL_ERROR);
+}
+int t_get(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uint64_t remote,
+          mca_btl_base_registration_handle_t *lh, mca_btl_base_registration_handle_t *rh,
+          size_t size, int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void *ctx,
+          void *data) {
+    return guarded([&] { return M(b)->rdma(E(e), false, local, remote, lh, rh, size, cb, ctx, data); }, OPAL_ERROR);
+}
+int t_aop(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, uint64_t remote,
+          mca_btl_base_registration_handle_t *rh, mca_btl_base_atomic_op_t op, uint64_t operand,
+          int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
+    return guarded([&] { return M(b)->atomic(E(e), nullptr, remote, nullptr, rh, op, operand, 0, false, cb, ctx, data); }, OPAL_ERROR);
+}
+int t_afop(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uint64_t remote,
+           mca_btl_base_registration_handle_t *lh, mca_btl_base_registration_handle_t *rh,
+           mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
+           mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
+    return guarded([&] { return M(b)->atomic(E(e), local, remote, lh, rh, op, operand, 0, false, cb, ctx, data); }, OPAL_ERROR);
+}
+int t_acswap(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uint64_t remote,
+             mca_btl_base_registration_handle_t *lh, mca_btl_base_registration_handle_t *rh,
+             uint64_t compare, uint64_t value, int flags, int order,
+             mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
+    return guarded([&] { return M(b)->atomic(E(e), local, remote, lh, rh, 0, value, compare, true, cb, ctx, data); }, OPAL_ERROR);
+}
+int t_flush(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e) {
+    return guarded([&] { return M(b)->flush(e ? E(e) : nullptr); }, OPAL_ERROR);
+}
+mca_btl_base_registration_handle_t *t_register_mem(mca_btl_base_module_t *b,
+                                                   mca_btl_base_endpoint_t *, void *base,
+                                                   size_t size, uint32_t flags) {
+    return guarded([&] { return M(b)->register_mem(base, size, flags); }, nullptr);
+}
+int t_deregister_mem(mca_btl_base_module_t *b, mca_btl_base_registration_handle_t *h) {
+    return guarded([&] { return M(b)->deregister_mem(h); }, OPAL_ERROR);
+}
+int t_register_error(mca_btl_base_module_t *b, mca_btl_base_module_error_cb_fn_t cb) {
+    return guarded([&] { return M(b)->register_error(cb); }, OPAL_ERROR);
+}
+
+} // namespace
+
+mca_btl_base_module_t g_module_template;
+
+void init_module_template() {
+    mca_btl_base_module_t &t = g_module_template;
+    t = mca_btl_base_module_t{};
+    t.btl_component = &mca_btl_roce_component.super;
+    t.btl_eager_limit = 8192;
+    t.btl_rndv_eager_limit = 8192;
+    t.btl_max_send_size = 8192;
+    t.btl_rdma_pipeline_send_length = 1024 * 1024;
+    t.btl_rdma_pipeline_frag_size = 1024 * 1024;
+    t.btl_min_rdma_pipeline_size = 16 * 1024;
+    t.btl_exclusivity = MCA_BTL_EXCLUSIVITY_DEFAULT;
+    t.btl_latency = 10;
+    t.btl_bandwidth = 25000;
+    t.btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET |
+                  MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_ATOMIC_OPS |
+                  MCA_BTL_FLAGS_ATOMIC_FOPS | MCA_BTL_FLAGS_RDMA_FLUSH;
+    t.btl_atomic_flags = MCA_BTL_ATOMIC_SUPPORTS_ADD | MCA_BTL_ATOMIC_SUPPORTS_CSWAP;
+    t.btl_registration_handle_size = sizeof(mca_btl_base_registration_handle_t);
+    t.btl_get_limit = 1u << 30;
+    t.btl_put_limit = 1u << 30;
+    t.btl_get_alignment = 0;
+    t.btl_put_alignment = 0;
+    t.btl_get_local_registration_threshold = 0;
+    t.btl_put_local_registration_threshold = 0;
+    t.btl_add_procs = t_add_procs;
+    t.btl_del_procs = t_del_procs;
+    t.btl_finalize = t_finalize;
+    t.btl_alloc = t_alloc;
+    t.btl_free = t_free;
+    t.btl_prepare_src = t_prepare_src;
+    t.btl_send = t_send;
+    t.btl_sendi = t_sendi;
+    t.btl_put = t_put;
+    t.btl_get = t_get;
+    t.btl_dump = mca_btl_base_dump;
+    t.btl_atomic_op = t_aop;
+    t.btl_atomic_fop = t_afop;
+    t.btl_atomic_cswap = t_acswap;
+    t.btl_register_mem = t_register_mem;
+    t.btl_deregister_mem = t_deregister_mem;
+    t.btl_register_error = t_register_error;
+    t.btl_flush = t_flush;
+}
+
+Module::Module(const PortPlan &plan, const ModuleConfig &cfg, util::LogSink &log)
+    : plan_(plan), cfg_(cfg), log_(log) {
+    c_.super = g_module_template;
+    c_.impl = this;
+    OBJ_CONSTRUCT(&lock_, opal_mutex_t);
+    opal_process_name_t me = opal_proc_local_get()->proc_name;
+    my_name_ = (static_cast<uint64_t>(me.jobid) << 32) | me.vpid;
+}
+
+Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const ModuleConfig &cfg,
+                                               util::LogSink &log) {
+    std::unique_ptr<Module> m(new Module(plan, cfg, log));
+    auto dev = Device::open(verbs::real_verbs(), plan.device, plan.port, plan.pkey_index,
+                            plan.qkey, cfg.device, log);
+    if (!dev) {
+        return dev.status();
+    }
+    m->dev_ = std::move(dev.value());
+    Status s = m->init_rdma_ops();
+    if (!s) {
+        return s;
+    }
+    // Signaled work requests in flight never exceed what the CQ was sized
+    // for besides the posted receives (Device::create_queues).
+    m->max_inflight_ = m->dev_->frags().size() + cfg.max_rdma_ops;
+
+    // Send and receive slots hold a header plus max_send_size; eager cannot
+    // be larger than a slot.
+    size_t payload = m->dev_->config().recv_slot - wire::kFragHeaderSize;
+    mca_btl_base_module_t &b = m->c_.super;
+    if (b.btl_max_send_size > payload) {
+        b.btl_max_send_size = payload;
+    }
+    if (b.btl_eager_limit > b.btl_max_send_size) {
+        b.btl_eager_limit = b.btl_max_send_size;
+    }
+    if (b.btl_rndv_eager_limit > b.btl_max_send_size) {
+        b.btl_rndv_eager_limit = b.btl_max_send_size;
+    }
+
+    mca_rcache_base_resources_t res{};
+    std::string cache_name = "roce." + plan.device;
+    res.cache_name = const_cast<char *>(cache_name.c_str());
+    res.reg_data = m.get();
+    res.sizeof_reg = sizeof(Reg);
+    res.register_mem = reg_mem_cb;
+    res.deregister_mem = dereg_mem_cb;
+    m->rcache_ = mca_rcache_base_module_create("grdma", m.get(), &res);
+    if (m->rcache_ == nullptr) {
+        return Status(Code::kUnavailable,
+                      "cannot create the grdma registration cache (mca_rcache_grdma missing?)");
+    }
+    return m;
+}
+
+Module::~Module() {
+    // QPs first, then registrations, then the PD/CQ/context (Device).
+    endpoints_.clear();
+    rdma_slab_ = RegisteredSlab{};
+    if (rcache_ != nullptr) {
+        mca_rcache_base_module_destroy(rcache_);
+        rcache_ = nullptr;
+    }
+    dev_.reset();
+    OBJ_DESTRUCT(&lock_);
+}
+
+wire::PortAdvert Module::advert() const { return advertise(plan_, dev_->ud_qp()->qp_num); }
+
+int Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
+                      opal_bitmap_t *reachable) {
+    OPAL_THREAD_LOCK(&lock_);
+    for (size_t i = 0; i < nprocs; ++i) {
+        opal_process_name_t pn = procs[i]->proc_name;
+        uint64_t name = (static_cast<uint64_t>(pn.jobid) << 32) | pn.vpid;
+        Endpoint *ep = nullptr;
+        auto it = by_name_.find(name);
+        if (it != by_name_.end()) {
+            ep = it->second;
+        } else {
+            std::string why;
+            ep = make_endpoint(procs[i], &why);
+            if (ep == nullptr) {
+                log_.write(util::LogLevel::kInfo,
+                           util::format("%s:%d cannot reach %s: %s", plan_.device.c_str(),
+                                        plan_.port, OPAL_NAME_PRINT(pn), why.c_str()));
+            }
+        }
+        endpoints[i] = ep ? ep->as_opal() : nullptr;
+        if (ep != nullptr && reachable != nullptr) {
+            opal_bitmap_set_bit(reachable, static_cast<int>(i));
+        }
+    }
+    OPAL_THREAD_UNLOCK(&lock_);
+    return OPAL_SUCCESS;
+}
+
+int Module::del_procs(size_t, opal_proc_t **, mca_btl_base_endpoint_t **) {
+    // Endpoints live until finalize: a peer that reconnects (or a late
+    // fragment) must still find its state.
+    return OPAL_SUCCESS;
+}
+
+int Module::finalize() {
+    // Removes this module from the component's list and deletes it.
+    return mca_btl_roce_component_module_finalized(base());
+}
+
+mca_btl_base_registration_handle_t *Module::register_mem(void *base, size_t size,
+                                                         uint32_t flags) {
+    mca_rcache_base_registration_t *r = nullptr;
+    int access = static_cast<int>(flags & MCA_BTL_REG_FLAG_ACCESS_ANY);
+    int rc = rcache_->rcache_register(rcache_, base, size, 0, access, &r);
+    if (rc != OPAL_SUCCESS || r == nullptr) {
+        OPAL_THREAD_LOCK(&lock_);
+        bool first = !warned_registration_;
+        warned_registration_ = true;
+        OPAL_THREAD_UNLOCK(&lock_);
+        if (first) {
+            log_.write(util::LogLevel::kWarn,
+                       util::format("%s: cannot register %zu bytes for RDMA (%s); large "
+                                    "messages fall back to copying through send buffers",
+                                    plan_.device.c_str(), size, memlock_limit_text().c_str()));
+        }
+        return nullptr;
+    }
+    Reg *reg = reinterpret_cast<Reg *>(r);
+    if (log_.enabled(util::LogLevel::kTrace)) {
+        log_.write(util::LogLevel::kTrace,
+                   util::format("registered %p+%zu flags 0x%x: rkey 0x%x lkey 0x%x", base, size,
+                                flags, reg->handle.rkey, reg->handle.lkey));
+    }
+    return &reg->handle;
+}
+
+int Module::deregister_mem(mca_btl_base_registration_handle_t *handle) {
+    auto *reg = reinterpret_cast<Reg *>(reinterpret_cast<char *>(handle) - offsetof(Reg, handle));
+    return rcache_->rcache_deregister(rcache_, &reg->base);
+}
+
+} // namespace roce::btl

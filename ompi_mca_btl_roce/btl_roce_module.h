@@ -1,0 +1,221 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#pragma once
+
+#include "opal_cxx_compat.h"
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <string>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "opal/mca/btl/btl.h"
+#include "opal/mca/rcache/rcache.h"
+#include "opal/threads/mutex.h"
+
+#include "btl_roce_addr.h"
+#include "btl_roce_device.h"
+#include "btl_roce_endpoint.h"
+#include "util/log.h"
+#include "util/status.h"
+
+namespace roce::btl {
+class Module;
+}
+
+/// The module as Open MPI sees it. `super` must stay first.
+struct mca_btl_roce_module_t {
+    mca_btl_base_module_t super;
+    roce::btl::Module *impl;
+};
+
+/// What the PML copies onto the wire for RDMA: the remote key, and the local
+/// key for our own use.
+struct mca_btl_base_registration_handle_t {
+    uint32_t rkey;
+    uint32_t lkey;
+};
+
+namespace roce::btl {
+
+/// Tunables from MCA parameters that the module (not the device) uses.
+struct ModuleConfig {
+    DeviceConfig device;
+    uint32_t credits_per_peer = 32;
+    uint32_t credit_threshold = 8;
+    int ack_timeout = 18;      ///< IB local ACK timeout exponent: 4.096 us * 2^n
+    int retry_count = 7;
+    int rnr_retry = 7;         ///< 7 = retry forever on receiver-not-ready
+    double connect_timeout_s = 30.0;
+    double connect_retry_s = 0.2;
+    uint32_t max_rdma_ops = 256;
+};
+
+/// Module template (registration of the generic btl_roce_* parameters writes
+/// into it; every module starts as a copy).
+extern mca_btl_base_module_t g_module_template;
+/// Fills the template's function table and defaults (called before
+/// mca_btl_base_param_register).
+void init_module_template();
+
+/// One port's worth of transport: the verbs resources (Device), the
+/// endpoints, the connection manager and the data path. All public entry
+/// points take the module lock; callbacks into the PML are made without it.
+class Module {
+public:
+    static util::Result<std::unique_ptr<Module>> create(const PortPlan &plan,
+                                                        const ModuleConfig &cfg,
+                                                        util::LogSink &log);
+    ~Module();
+
+    mca_btl_base_module_t *base() { return &c_.super; }
+    static Module *from(mca_btl_base_module_t *b) {
+        return reinterpret_cast<mca_btl_roce_module_t *>(b)->impl;
+    }
+    const PortPlan &plan() const { return plan_; }
+    Device &device() { return *dev_; }
+    util::LogSink &log() { return log_; }
+    /// This module's modex advertisement.
+    wire::PortAdvert advert() const;
+    /// Index of this module in the process's modex address.
+    void set_port_index(uint16_t i) { port_index_ = i; }
+
+    // --- BTL interface (btl_roce_module.cc, _send.cc, _rdma.cc) ----------
+    int add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
+                  opal_bitmap_t *reachable);
+    int del_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints);
+    int finalize();
+    mca_btl_base_descriptor_t *alloc(Endpoint *ep, uint8_t order, size_t size, uint32_t flags);
+    int free_des(mca_btl_base_descriptor_t *des);
+    mca_btl_base_descriptor_t *prepare_src(Endpoint *ep, opal_convertor_t *conv, uint8_t order,
+                                           size_t reserve, size_t *size, uint32_t flags);
+    int send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag);
+    int sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t header_size,
+              size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
+              mca_btl_base_descriptor_t **descriptor);
+    int rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote_address,
+             mca_btl_base_registration_handle_t *local_handle,
+             mca_btl_base_registration_handle_t *remote_handle, size_t size,
+             mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+    int atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
+               mca_btl_base_registration_handle_t *local_handle,
+               mca_btl_base_registration_handle_t *remote_handle, int op, uint64_t operand,
+               uint64_t compare, bool is_cswap, mca_btl_base_rdma_completion_fn_t cbfunc,
+               void *cbcontext, void *cbdata);
+    int flush(Endpoint *ep);
+    mca_btl_base_registration_handle_t *register_mem(void *base, size_t size, uint32_t flags);
+    int deregister_mem(mca_btl_base_registration_handle_t *handle);
+    int register_error(mca_btl_base_module_error_cb_fn_t cb) {
+        error_cb_ = cb;
+        return OPAL_SUCCESS;
+    }
+
+    /// Polls the completion queue and runs timers; returns the number of
+    /// completions handled. Cheap when idle: one ibv_poll_cq.
+    int progress();
+
+    /// Receive a UD datagram (connection management), btl_roce_cm.cc.
+    void handle_cm(const uint8_t *data, size_t len);
+
+    /// An RDMA or atomic operation in flight. Lives in a registered slab so
+    /// `result` can take the old value of a non-fetching atomic.
+    struct alignas(64) RdmaOp {
+        uint64_t result = 0;
+        mca_btl_base_rdma_completion_fn_t cbfunc = nullptr;
+        void *cbcontext = nullptr;
+        void *cbdata = nullptr;
+        void *local_address = nullptr;
+        mca_btl_base_registration_handle_t *local_handle = nullptr;
+        Endpoint *ep = nullptr;
+        RdmaOp *next_free = nullptr;
+        bool copy_result = false; ///< copy `result` to local_address on completion
+    };
+
+    /// Work for the PML that must run without the module lock held.
+    struct Deferred {
+        enum class Kind { kRecv, kSendDone, kRdmaDone, kError } kind = Kind::kRecv;
+        Endpoint *ep = nullptr;
+        // kRecv
+        uint32_t buf_index = 0;
+        uint8_t tag = 0;
+        uint8_t *data = nullptr;
+        size_t len = 0;
+        // kSendDone / kRdmaDone
+        Frag *frag = nullptr;
+        RdmaOp *op = nullptr;
+        int status = OPAL_SUCCESS;
+        // kError
+        std::string text;
+    };
+
+private:
+    friend class ModuleTestPeer;
+
+    Module(const PortPlan &plan, const ModuleConfig &cfg, util::LogSink &log);
+
+    // Connection management (btl_roce_cm.cc); all called with the lock held.
+    Endpoint *endpoint_for_name(uint64_t name, bool create, uint16_t peer_port);
+    Endpoint *make_endpoint(opal_proc_t *proc, std::string *why);
+    void start_connect(Endpoint &ep);
+    util::Status create_path_qp(Endpoint &ep);
+    util::Status connect_qp(Endpoint &ep, ibv_qp *qp, uint32_t remote_qpn, uint32_t remote_psn);
+    util::Status ensure_ah(Endpoint &ep);
+    util::Status send_cm(Endpoint &ep, const wire::CmMessage &m);
+    wire::CmMessage cm_template(const Endpoint &ep, wire::CmType type) const;
+    /// A REQ or REP offering ep's QP, PSN, MTU and our credit grant.
+    wire::CmMessage handshake(const Endpoint &ep, wire::CmType type, uint32_t conn_id) const;
+    void on_request(const wire::CmMessage &m);
+    void on_reply(const wire::CmMessage &m);
+    void on_rtu(const wire::CmMessage &m);
+    void on_reject(const wire::CmMessage &m);
+    void connect_self(Endpoint &ep);
+    void mark_connected(Endpoint &ep);
+    void fail_endpoint(Endpoint &ep, const std::string &why);
+    void run_timers(double now);
+
+    // Data path helpers (btl_roce_send.cc / _progress.cc), lock held.
+    int post_frag(Endpoint &ep, Frag *f);
+    void queue_pending(Endpoint &ep, Frag *f);
+    void drain_pending(Endpoint &ep);
+    void maybe_send_credits(Endpoint &ep);
+    void complete_frag(Frag *f, int status);
+    void handle_wc(const ibv_wc &wc);
+    void handle_recv(const ibv_wc &wc);
+    void release_frag(Frag *f);
+    void run_deferred(std::vector<Deferred> &todo);
+    RdmaOp *get_rdma_op();
+    void put_rdma_op(RdmaOp *op);
+    util::Status init_rdma_ops();
+
+    mca_btl_roce_module_t c_;
+    PortPlan plan_;
+    ModuleConfig cfg_;
+    util::LogSink &log_;
+    uint16_t port_index_ = 0;
+    uint64_t my_name_ = 0;
+    opal_mutex_t lock_;
+
+    std::unique_ptr<Device> dev_;
+    mca_rcache_base_module_t *rcache_ = nullptr;
+    std::vector<std::unique_ptr<Endpoint>> endpoints_;
+    std::unordered_map<uint64_t, Endpoint *> by_name_;
+    std::unordered_map<uint32_t, Endpoint *> by_qpn_;
+    uint32_t connecting_ = 0;       ///< endpoints with a running timer
+    uint32_t next_conn_id_ = 1;
+    uint32_t rdma_outstanding_ = 0;
+    std::vector<Deferred> deferred_; ///< PML callbacks to run unlocked
+    RegisteredSlab rdma_slab_;       ///< RdmaOp pool
+    RdmaOp *rdma_free_ = nullptr;
+    uint32_t inflight_ = 0;          ///< signaled sends + RDMA in flight (bounded by the CQ)
+    uint32_t max_inflight_ = 0;
+    mca_btl_base_module_error_cb_fn_t error_cb_ = nullptr;
+    bool warned_registration_ = false;
+    uint64_t progress_calls_ = 0;
+};
+
+/// Seconds on a monotonic clock.
+double now_seconds() noexcept;
+
+} // namespace roce::btl

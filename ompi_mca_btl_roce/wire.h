@@ -1,0 +1,122 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+/// Everything the roce BTL puts on the wire or into the modex, as plain
+/// structs with explicit little-endian encoders and bounds-checked parsers.
+/// Pure C++ (no Open MPI, no verbs): unit-tested and fuzzed on its own.
+/// A parser never trusts a length, count or enum from a peer: anything
+/// malformed, truncated, of another version or oversized is a kProtocol
+/// Status naming the field, never a crash or an out-of-bounds read.
+namespace roce::btl::wire {
+
+inline constexpr uint32_t kModexMagic = 0x45434f52; // "ROCE"
+inline constexpr uint32_t kCmMagic = 0x4d43434f;    // "OCCM"
+inline constexpr uint8_t kVersion = 1;
+inline constexpr size_t kMaxDeviceName = 64;
+inline constexpr size_t kMaxGidsPerPort = 32;
+inline constexpr size_t kMaxPorts = 16;
+inline constexpr size_t kMaxPaths = 16;
+inline constexpr size_t kMaxRejectText = 200;
+
+using Gid = std::array<uint8_t, 16>;
+
+/// One GID a process offers to its peers, with enough to judge reachability.
+struct GidAdvert {
+    Gid gid{};
+    uint8_t type = 0;       ///< 0 IB, 1 RoCE v1, 2 RoCE v2 (topo::GidType order)
+    uint8_t prefix_len = 0; ///< of the netdev address the GID carries
+    uint16_t index = 0;     ///< local table index, for diagnostics only
+    bool operator==(const GidAdvert &o) const {
+        return gid == o.gid && type == o.type && prefix_len == o.prefix_len && index == o.index;
+    }
+};
+
+/// What a process publishes for one of its RoCE ports.
+struct PortAdvert {
+    std::string device;     ///< rdma-core name, for diagnostics
+    uint8_t port = 0;
+    uint8_t lag_members = 1;
+    uint8_t path_mtu = 0;   ///< ibv_mtu enum value
+    uint8_t flags = 0;
+    uint32_t ud_qpn = 0;
+    uint32_t qkey = 0;
+    std::vector<GidAdvert> gids;
+    bool operator==(const PortAdvert &o) const {
+        return device == o.device && port == o.port && lag_members == o.lag_members &&
+               path_mtu == o.path_mtu && flags == o.flags && ud_qpn == o.ud_qpn &&
+               qkey == o.qkey && gids == o.gids;
+    }
+};
+
+/// The modex blob: all ports of one process.
+struct ModexAddress {
+    std::vector<PortAdvert> ports;
+    bool operator==(const ModexAddress &o) const { return ports == o.ports; }
+};
+
+std::vector<uint8_t> encode(const ModexAddress &m);
+util::Result<ModexAddress> parse_modex(const uint8_t *data, size_t len);
+
+/// Connection-management messages, exchanged over the UD QPs.
+enum class CmType : uint8_t { kRequest = 1, kReply = 2, kReadyToUse = 3, kReject = 4 };
+const char *to_string(CmType t) noexcept;
+
+/// One RC queue pair offered for a connection (one per LAG path).
+struct PathInfo {
+    uint32_t qpn = 0;
+    uint32_t psn = 0; ///< 24 bits used
+    bool operator==(const PathInfo &o) const { return qpn == o.qpn && psn == o.psn; }
+};
+
+enum class RejectReason : uint16_t {
+    kUnknown = 0,
+    kNoResources = 1,   ///< receiver could not create QPs
+    kUnreachable = 2,   ///< no local GID reaches the sender
+    kVersion = 3,       ///< incompatible protocol version
+    kShuttingDown = 4,
+};
+
+struct CmMessage {
+    CmType type = CmType::kRequest;
+    uint64_t src_name = 0;   ///< opal_process_name_t as 64 bits (jobid << 32 | vpid)
+    uint64_t dst_name = 0;
+    uint32_t conn_id = 0;    ///< identifies one connection attempt of the requester
+    uint32_t src_ud_qpn = 0;
+    uint16_t src_port = 0;   ///< index into the sender's ModexAddress::ports
+    uint16_t dst_port = 0;   ///< index into the receiver's ModexAddress::ports
+    // kRequest / kReply:
+    uint8_t path_mtu = 0;
+    uint32_t credits = 0;    ///< receive credits the sender grants on this connection
+    Gid src_gid{};           ///< GID the sender transmits from
+    Gid dst_gid{};           ///< GID the sender addresses
+    std::vector<PathInfo> paths;
+    // kReject:
+    RejectReason reason = RejectReason::kUnknown;
+    std::string text;
+
+    bool operator==(const CmMessage &o) const;
+};
+
+std::vector<uint8_t> encode(const CmMessage &m);
+util::Result<CmMessage> parse_cm(const uint8_t *data, size_t len);
+
+/// Header of every message on an RC connection (4 bytes, in front of the
+/// payload). `credits` returns receive credits to the peer.
+enum class FragType : uint8_t { kData = 1, kCredit = 2 };
+struct FragHeader {
+    uint8_t tag = 0;
+    FragType type = FragType::kData;
+    uint16_t credits = 0;
+};
+inline constexpr size_t kFragHeaderSize = 4;
+void encode(const FragHeader &h, uint8_t *out) noexcept;
+util::Result<FragHeader> parse_frag_header(const uint8_t *data, size_t len);
+
+} // namespace roce::btl::wire

@@ -1,0 +1,301 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#include <random>
+
+#include "catch.h"
+#include "credits.h"
+#include "locality.h"
+#include "wire.h"
+
+using namespace roce::btl;
+using namespace roce::btl::wire;
+
+namespace {
+
+ModexAddress sample_modex() {
+    ModexAddress m;
+    PortAdvert p;
+    p.device = "rxe_bond0";
+    p.port = 1;
+    p.lag_members = 2;
+    p.path_mtu = 3;
+    p.ud_qpn = 0x11;
+    p.qkey = 0x1ee7a330;
+    GidAdvert g;
+    g.gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 18, 0, 1};
+    g.type = 2;
+    g.prefix_len = 24;
+    g.index = 1;
+    p.gids.push_back(g);
+    g.gid[13] = 19;
+    g.index = 2;
+    p.gids.push_back(g);
+    m.ports.push_back(p);
+    return m;
+}
+
+CmMessage sample_req() {
+    CmMessage m;
+    m.type = CmType::kRequest;
+    m.src_name = 0x0000123400000001ULL;
+    m.dst_name = 0x0000123400000002ULL;
+    m.conn_id = 7;
+    m.src_ud_qpn = 0x11;
+    m.src_port = 0;
+    m.dst_port = 0;
+    m.path_mtu = 3;
+    m.credits = 32;
+    m.src_gid[15] = 1;
+    m.dst_gid[15] = 2;
+    m.paths.push_back({0x12, 0xabcdef});
+    return m;
+}
+
+} // namespace
+
+TEST_CASE("wire: modex address round trip", "[btl][wire]") {
+    ModexAddress m = sample_modex();
+    auto bytes = encode(m);
+    auto back = parse_modex(bytes.data(), bytes.size());
+    REQUIRE(back.is_ok());
+    CHECK(*back == m);
+}
+
+TEST_CASE("wire: modex rejects truncation, trailing bytes, versions and counts",
+          "[btl][wire]") {
+    auto bytes = encode(sample_modex());
+    for (size_t n = 0; n < bytes.size(); ++n) {
+        auto r = parse_modex(bytes.data(), n);
+        INFO("length " << n);
+        CHECK_FALSE(r.is_ok());
+        CHECK(r.status().code() == roce::util::Code::kProtocol);
+    }
+    auto longer = bytes;
+    longer.push_back(0);
+    auto r = parse_modex(longer.data(), longer.size());
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.status().message() == "roce modex address: 1 trailing bytes");
+
+    auto v2 = bytes;
+    v2[4] = 2;
+    r = parse_modex(v2.data(), v2.size());
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.status().message().find("version 2, this build speaks 1") != std::string::npos);
+
+    auto many = bytes;
+    many[5] = 200; // port count
+    r = parse_modex(many.data(), many.size());
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.status().message() == "roce modex address: 200 ports exceeds 16");
+}
+
+TEST_CASE("wire: CM messages round trip for every type", "[btl][wire]") {
+    CmMessage req = sample_req();
+    CmMessage rep = req;
+    rep.type = CmType::kReply;
+    rep.paths = {{0x99, 0x1}};
+    CmMessage rtu = req;
+    rtu.type = CmType::kReadyToUse;
+    rtu.paths.clear();
+    rtu.path_mtu = 0;
+    rtu.credits = 0;
+    rtu.src_gid = {};
+    rtu.dst_gid = {};
+    CmMessage rej = rtu;
+    rej.type = CmType::kReject;
+    rej.reason = RejectReason::kNoResources;
+    rej.text = "ibv_create_qp failed: Cannot allocate memory (12)";
+    for (const CmMessage &m : {req, rep, rtu, rej}) {
+        auto bytes = encode(m);
+        // UD receive buffers are larger than the message: padding is ignored.
+        bytes.resize(bytes.size() + 100, 0xee);
+        auto back = parse_cm(bytes.data(), bytes.size());
+        INFO(to_string(m.type));
+        REQUIRE(back.is_ok());
+        CHECK(*back == m);
+    }
+}
+
+TEST_CASE("wire: CM parser names what is wrong", "[btl][wire]") {
+    auto bytes = encode(sample_req());
+    auto check = [](std::vector<uint8_t> b, const char *needle) {
+        auto r = parse_cm(b.data(), b.size());
+        INFO(needle);
+        REQUIRE_FALSE(r.is_ok());
+        CHECK(r.status().message().find(needle) != std::string::npos);
+    };
+    auto bad = bytes;
+    bad[0] ^= 1;
+    check(bad, "bad magic");
+    bad = bytes;
+    bad[5] = 9;
+    check(bad, "unknown type 9");
+    bad = bytes;
+    bad.resize(bytes.size() - 1);
+    check(bad, "declares");
+    bad = bytes;
+    bad[36] = 0; // path count
+    check(bad, "path count 0 outside 1..16");
+    bad = bytes;
+    bad[37] = 9; // path mtu
+    check(bad, "path MTU enum 9 outside 1..5");
+    bad = bytes;
+    bad[bytes.size() - 1] = 0xff; // PSN high byte: 32-bit value beyond 24 bits
+    check(bad, "PSN");
+    bad = bytes;
+    // Declared length longer than the body: trailing bytes inside the length.
+    bad.push_back(0);
+    bad[6] = static_cast<uint8_t>(bad.size());
+    check(bad, "bytes after the REQ body");
+}
+
+TEST_CASE("wire: randomized fuzzing never crashes and never accepts garbage silently",
+          "[btl][wire][fuzz]") {
+    const char *env = std::getenv("ROCE_FUZZ_SEED");
+    uint32_t seed = env ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10))
+                        : std::random_device{}();
+    INFO("seed " << seed << " (set ROCE_FUZZ_SEED to replay)");
+    std::mt19937 rng(seed);
+    std::vector<std::vector<uint8_t>> seeds = {encode(sample_req()), encode(sample_modex())};
+    CmMessage rej;
+    rej.type = CmType::kReject;
+    rej.text = "x";
+    seeds.push_back(encode(rej));
+    size_t accepted = 0;
+    for (int iter = 0; iter < 200000; ++iter) {
+        std::vector<uint8_t> b = seeds[rng() % seeds.size()];
+        int mutations = 1 + static_cast<int>(rng() % 4);
+        for (int k = 0; k < mutations; ++k) {
+            switch (rng() % 4) {
+            case 0: // flip a byte
+                if (!b.empty()) {
+                    b[rng() % b.size()] = static_cast<uint8_t>(rng());
+                }
+                break;
+            case 1: // truncate
+                b.resize(rng() % (b.size() + 1));
+                break;
+            case 2: // append garbage
+                b.push_back(static_cast<uint8_t>(rng()));
+                break;
+            case 3: // insert
+                b.insert(b.begin() + static_cast<long>(rng() % (b.size() + 1)),
+                         static_cast<uint8_t>(rng()));
+                break;
+            }
+        }
+        auto cm = parse_cm(b.data(), b.size());
+        auto mx = parse_modex(b.data(), b.size());
+        auto fh = parse_frag_header(b.data(), b.size());
+        // Whatever is accepted must encode back to what was parsed.
+        if (cm) {
+            ++accepted;
+            auto again = encode(*cm);
+            auto re = parse_cm(again.data(), again.size());
+            REQUIRE(re.is_ok());
+            REQUIRE(*re == *cm);
+        }
+        if (mx) {
+            auto again = encode(*mx);
+            REQUIRE(again == b);
+        }
+        (void)fh;
+    }
+    CHECK(accepted > 0); // the mutator leaves some messages valid (e.g. one changed GID)
+}
+
+TEST_CASE("wire: fragment header", "[btl][wire]") {
+    uint8_t buf[4];
+    encode(FragHeader{0x41, FragType::kData, 513}, buf);
+    auto h = parse_frag_header(buf, sizeof buf);
+    REQUIRE(h.is_ok());
+    CHECK(h->tag == 0x41);
+    CHECK(h->type == FragType::kData);
+    CHECK(h->credits == 513);
+    CHECK_FALSE(parse_frag_header(buf, 3).is_ok());
+    buf[1] = 7;
+    auto bad = parse_frag_header(buf, 4);
+    REQUIRE_FALSE(bad.is_ok());
+    CHECK(bad.status().message() == "roce fragment with unknown type 7");
+}
+
+TEST_CASE("credits: data never uses the control reserve", "[btl][credits]") {
+    CreditLedger c(1, 4);
+    c.set_initial(3);
+    CHECK(c.take_for_data());
+    CHECK(c.take_for_data());
+    CHECK_FALSE(c.take_for_data()); // the last one is the reserve
+    CHECK(c.take_for_control());
+    CHECK_FALSE(c.take_for_control());
+    c.add(2);
+    CHECK(c.take_for_data());
+    c.untake();
+    CHECK(c.available() == 2);
+}
+
+TEST_CASE("credits: owed credits piggyback and trigger credit messages at the threshold",
+          "[btl][credits]") {
+    CreditLedger c(1, 4);
+    c.owe(3);
+    CHECK_FALSE(c.credit_message_due());
+    c.owe();
+    CHECK(c.credit_message_due());
+    CHECK(c.take_owed() == 4);
+    CHECK(c.owed() == 0);
+    c.owe(70000);
+    CHECK(c.take_owed() == 65535);
+    CHECK(c.take_owed() == 70000 - 65535);
+}
+
+TEST_CASE("credits: two ledgers exchanging only credit messages settle", "[btl][credits]") {
+    // A and B both exhaust their data credits, then only return credits.
+    // The threshold guarantees that credit messages do not answer each other
+    // forever: count the messages until quiet.
+    CreditLedger a(1, 4), b(1, 4);
+    a.set_initial(8);
+    b.set_initial(8);
+    for (int i = 0; i < 7; ++i) {
+        REQUIRE(a.take_for_data());
+        b.owe(); // B reposts the buffer A's message used
+    }
+    int messages = 0;
+    for (int round = 0; round < 100; ++round) {
+        bool sent = false;
+        if (b.credit_message_due() && b.take_for_control()) {
+            a.add(b.take_owed());
+            a.owe(); // the credit message consumed one of A's buffers
+            ++messages;
+            sent = true;
+        }
+        if (a.credit_message_due() && a.take_for_control()) {
+            b.add(a.take_owed());
+            b.owe();
+            ++messages;
+            sent = true;
+        }
+        if (!sent) {
+            break;
+        }
+    }
+    CHECK(messages <= 3);
+    CHECK(a.available() == 8);
+}
+
+TEST_CASE("locality: the devices on the process's NUMA nodes win, ties are kept",
+          "[btl][locality]") {
+    std::vector<DeviceLocality> devs = {
+        {"mlx5_0", 0}, {"mlx5_1", 1}, {"mlx5_2", 1}, {"rxe0", -1}};
+    std::string why;
+    CHECK(nearest_devices(devs, {1}, &why) == std::vector<std::string>{"mlx5_1", "mlx5_2"});
+    CHECK(why == "using mlx5_1, mlx5_2: on the NUMA node(s) this process is bound to; not using "
+                 "the other 2 device(s)");
+    CHECK(nearest_devices(devs, {0}) == std::vector<std::string>{"mlx5_0"});
+    // Unbound (or single-node) processes: nothing is nearer, use all.
+    CHECK(nearest_devices(devs, {}, &why).size() == 4);
+    CHECK(why == "no device is local to this process's binding: using all");
+    // Bound across every node with a device: all are local.
+    std::vector<DeviceLocality> two = {{"a", 0}, {"b", 1}};
+    CHECK(nearest_devices(two, {0, 1}, &why).size() == 2);
+    CHECK(why == "every device is local to this process's binding");
+    CHECK(nearest_devices({{"only", 3}}, {0}, &why) == std::vector<std::string>{"only"});
+    CHECK(why == "one RDMA device");
+}
