@@ -3,7 +3,9 @@
 
 #include <algorithm>
 
+#include "topo/readers.h"
 #include "util/net.h"
+#include "verbs/verbs_api.h"
 #include "util/strings.h"
 
 namespace roce::btl {
@@ -97,6 +99,7 @@ std::vector<PortPlan> plan_ports(std::shared_ptr<const topo::Snapshot> snapshot,
                 }
             }
             p.explanation = pc.explanation();
+            p.selection = sel;
             p.snapshot = snapshot;
             p.options = options;
             p.privileged = privileged;
@@ -166,6 +169,8 @@ util::Result<PathChoice> choose_path(const PortPlan &plan, const wire::PortAdver
     c.dgid = best->gid;
     c.gid_type = static_cast<uint8_t>(sel.gid_type);
     c.path_mtu = std::min<int>(sel.path_mtu, peer.path_mtu);
+    c.selection = sel;
+    c.selection.path_mtu = static_cast<ibv_mtu>(c.path_mtu);
     // One line per peer: the port's full reasoning was logged once already.
     c.why = util::format("gid[%d] %s (%s, %s) -> %s:%u %s, mtu %d", sel.gid_index,
                          la.to_string().c_str(), topo::to_string(sel.gid_type),
@@ -173,6 +178,10 @@ util::Result<PathChoice> choose_path(const PortPlan &plan, const wire::PortAdver
                          IpAddress::from_gid(best->gid).to_string().c_str(),
                          128 << c.path_mtu);
     return c;
+}
+
+qp::SnapshotSource live_snapshot_source() {
+    return [] { return topo::read_live(verbs::real_verbs(), topo::live_netdev_reader()); };
 }
 
 wire::PortAdvert advertise(const PortPlan &plan, uint32_t ud_qpn) {

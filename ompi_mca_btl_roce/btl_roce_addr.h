@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "qp/queue_pair.h"
 #include "select/options.h"
 #include "select/selection.h"
 #include "topo/snapshot.h"
@@ -37,6 +38,7 @@ struct PortPlan {
     int lag_members = 1;
     std::vector<LocalGid> gids;
     std::string explanation;
+    select::Selection selection; ///< the port's choice without a peer (UD QP)
 
     std::shared_ptr<const topo::Snapshot> snapshot;
     select::Options options;
@@ -51,6 +53,7 @@ struct PathChoice {
     uint8_t gid_type = 2;
     int path_mtu = 0;       ///< min of both sides, ibv_mtu enum
     std::string why;
+    select::Selection selection; ///< the policy's choice for this peer (RC QPs)
 };
 
 /// Plans every usable RoCE port of `snapshot` under `options`. Ports that
@@ -63,6 +66,10 @@ std::vector<PortPlan> plan_ports(std::shared_ptr<const topo::Snapshot> snapshot,
 /// peer GID to address. kUnavailable naming both sides' subnets when no
 /// local GID reaches the peer.
 util::Result<PathChoice> choose_path(const PortPlan &plan, const wire::PortAdvert &peer);
+
+/// A fresh snapshot of this machine for the QP preflight (live rdma-core and
+/// netdev state, read at each call).
+qp::SnapshotSource live_snapshot_source();
 
 /// The modex advertisement of a port.
 wire::PortAdvert advertise(const PortPlan &plan, uint32_t ud_qpn);

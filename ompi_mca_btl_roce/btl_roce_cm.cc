@@ -29,6 +29,7 @@ namespace roce::btl {
 
 using util::Code;
 using util::LogLevel;
+using util::Result;
 using util::Status;
 
 const char *to_string(EpState s) noexcept {
@@ -152,99 +153,95 @@ Endpoint *Module::endpoint_for_name(uint64_t name, bool create, uint16_t) {
     return ep;
 }
 
+qp::QpParams Module::rc_params(uint32_t sq_psn) const {
+    qp::QpParams p;
+    p.sq_psn = sq_psn;
+    p.access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                     IBV_ACCESS_REMOTE_ATOMIC;
+    p.timeout = static_cast<uint8_t>(cfg_.ack_timeout);
+    p.retry_cnt = static_cast<uint8_t>(cfg_.retry_count);
+    p.rnr_retry = static_cast<uint8_t>(cfg_.rnr_retry);
+    p.min_rnr_timer = 12;
+    int rd = dev_->attr().max_qp_rd_atom > 16 ? 16 : dev_->attr().max_qp_rd_atom;
+    int init_rd = dev_->attr().max_qp_init_rd_atom > 16 ? 16 : dev_->attr().max_qp_init_rd_atom;
+    p.max_dest_rd_atomic = static_cast<uint8_t>(rd > 0 ? rd : 1);
+    p.max_rd_atomic = static_cast<uint8_t>(init_rd > 0 ? init_rd : 1);
+    return p;
+}
+
+Result<std::unique_ptr<qp::QueuePair>> Module::new_rc_qp(const Endpoint &ep) {
+    auto raw = dev_->create_rc_qp();
+    if (!raw) {
+        return raw.status();
+    }
+    auto qp = std::make_unique<qp::QueuePair>(dev_->api(), std::move(raw.value()),
+                                              qp::QpType::kRC, ep.path().selection,
+                                              live_snapshot_source(), plan_.privileged, &log_);
+    Status s = qp->to_init(rc_params(0));
+    if (!s) {
+        return s;
+    }
+    return qp;
+}
+
 Status Module::create_path_qp(Endpoint &ep) {
-    auto qp = dev_->create_rc_qp();
+    auto qp = new_rc_qp(ep);
     if (!qp) {
         return qp.status();
-    }
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = static_cast<uint16_t>(plan_.pkey_index);
-    a.port_num = static_cast<uint8_t>(plan_.port);
-    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                        IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-    int rc = verbs::normalize_rc(
-        dev_->api().modify_qp(qp->get(), &a,
-                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-        errno);
-    if (rc != 0) {
-        return Status::from_errno(rc, util::format("ibv_modify_qp(RC, RESET->INIT) on %s:%d "
-                                                   "pkey_index %d",
-                                                   plan_.device.c_str(), plan_.port,
-                                                   plan_.pkey_index));
     }
     ep.local_psn_ = random_psn();
     ep.qp_ = std::move(qp.value());
     ep.sq_free_ = dev_->config().sq_depth;
-    by_qpn_[ep.qp_->qp_num] = &ep;
+    by_qpn_[ep.qpn()] = &ep;
     return Status::ok();
 }
 
-Status Module::connect_qp(Endpoint &ep, ibv_qp *qp, uint32_t remote_qpn, uint32_t remote_psn) {
-    const PathChoice &p = ep.path();
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = static_cast<ibv_mtu>(p.path_mtu);
-    a.dest_qp_num = remote_qpn;
-    a.rq_psn = remote_psn;
-    a.max_dest_rd_atomic = static_cast<uint8_t>(
-        dev_->attr().max_qp_rd_atom > 16 ? 16 : dev_->attr().max_qp_rd_atom);
-    a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1;
-    std::memcpy(a.ah_attr.grh.dgid.raw, p.dgid.data(), 16);
-    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(p.sgid_index);
-    a.ah_attr.grh.hop_limit = 64;
-    a.ah_attr.port_num = static_cast<uint8_t>(plan_.port);
-    int rc = verbs::normalize_rc(
-        dev_->api().modify_qp(qp, &a,
-                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                  IBV_QP_MIN_RNR_TIMER),
-        errno);
-    if (rc != 0) {
-        return Status::from_errno(
-            rc, util::format("ibv_modify_qp(RC, INIT->RTR) on %s:%d gid[%d] %s -> %s qpn 0x%x "
-                             "mtu %d",
-                             plan_.device.c_str(), plan_.port, p.sgid_index,
-                             gid_text(p.sgid).c_str(), gid_text(p.dgid).c_str(), remote_qpn,
-                             mtu_bytes(p.path_mtu)));
+// INIT->RTR->RTS towards the remote QP, each transition preflighted: the
+// sgid index, pkey, port and MTU are checked against the machine as it is
+// now, so a GID that moved when the bond was readdressed is followed (or the
+// transition refused with the diagnostic), never sent blindly.
+Status Module::connect_qp(Endpoint &ep, qp::QueuePair &qp, uint32_t remote_qpn,
+                          uint32_t remote_psn) {
+    qp::RemoteEnd remote;
+    remote.gid = ep.path().dgid;
+    remote.qpn = remote_qpn;
+    remote.psn = remote_psn;
+    Status s = qp.to_rtr(&remote, rc_params(0));
+    if (s) {
+        s = qp.to_rts(rc_params(ep.local_psn_));
     }
-    a = ibv_qp_attr{};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = static_cast<uint8_t>(cfg_.ack_timeout);
-    a.retry_cnt = static_cast<uint8_t>(cfg_.retry_count);
-    a.rnr_retry = static_cast<uint8_t>(cfg_.rnr_retry);
-    a.sq_psn = ep.local_psn_;
-    a.max_rd_atomic = static_cast<uint8_t>(
-        dev_->attr().max_qp_init_rd_atom > 16 ? 16 : dev_->attr().max_qp_init_rd_atom);
-    rc = verbs::normalize_rc(dev_->api().modify_qp(qp, &a,
-                                                   IBV_QP_STATE | IBV_QP_TIMEOUT |
-                                                       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                                       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
-                             errno);
-    if (rc != 0) {
-        return Status::from_errno(rc, util::format("ibv_modify_qp(RC, RTR->RTS) on %s:%d",
-                                                   plan_.device.c_str(), plan_.port));
-    }
-    return Status::ok();
+    return s;
 }
 
 Status Module::ensure_ah(Endpoint &ep) {
     if (ep.ah_) {
         return Status::ok();
     }
-    const PathChoice &p = ep.path();
-    ibv_ah_attr a{};
-    a.is_global = 1;
-    std::memcpy(a.grh.dgid.raw, p.dgid.data(), 16);
-    a.grh.sgid_index = static_cast<uint8_t>(p.sgid_index);
-    a.grh.hop_limit = 64;
-    a.port_num = static_cast<uint8_t>(plan_.port);
+    qp::QpParams params;
+    ibv_ah_attr a = qp::build_ah_attr(ep.path().selection, ep.path().dgid, params);
+    // Address handles go through the same checks as QP transitions.
+    auto snap = live_snapshot_source()();
+    if (snap) {
+        qp::PreflightResult pf = qp::preflight_ah(*snap, ep.path().selection, a);
+        for (const auto &c : pf.corrections) {
+            log_.write(LogLevel::kInfo, "address handle to " + ep.label() + ": " + c);
+        }
+        if (!pf.ok()) {
+            std::vector<std::string> why;
+            for (const auto &p : pf.problems) {
+                why.push_back(p.message + "; " + p.fix);
+            }
+            return Status(Code::kUnavailable,
+                          "ibv_create_ah to " + ep.label() + " refused before the call: " +
+                              util::join(why, "; "));
+        }
+    }
     ibv_ah *ah = dev_->api().create_ah(dev_->pd(), &a);
     if (ah == nullptr) {
+        const PathChoice &p = ep.path();
         return Status::from_errno(errno, util::format("ibv_create_ah on %s:%d gid[%d] %s -> %s",
                                                       plan_.device.c_str(), plan_.port,
-                                                      p.sgid_index, gid_text(p.sgid).c_str(),
+                                                      a.grh.sgid_index, gid_text(p.sgid).c_str(),
                                                       gid_text(p.dgid).c_str()));
     }
     ep.ah_ = verbs::Ah(ah, verbs::AhDeleter{&dev_->api()});
@@ -269,7 +266,7 @@ wire::CmMessage Module::handshake(const Endpoint &ep, wire::CmType type, uint32_
     m.credits = cfg_.credits_per_peer;
     m.src_gid = ep.path().sgid;
     m.dst_gid = ep.path().dgid;
-    m.paths.push_back({ep.qp_->qp_num, ep.local_psn_});
+    m.paths.push_back({ep.qpn(), ep.local_psn_});
     return m;
 }
 
@@ -316,21 +313,21 @@ void Module::start_connect(Endpoint &ep) {
         }
     }
     log_.write(LogLevel::kDebug, util::format("REQ %u to %s (qpn 0x%x)", ep.conn_id_,
-                                              ep.label().c_str(), ep.qp_->qp_num));
+                                              ep.label().c_str(), ep.qpn()));
 }
 
 void Module::connect_self(Endpoint &ep) {
     // Loopback through the NIC: two QPs wired to each other, no handshake.
     Status s = create_path_qp(ep);
     if (s) {
-        verbs::Qp a = std::move(ep.qp_);
-        s = create_path_qp(ep);
-        if (s) {
-            ep.self_peer_qp_ = std::move(ep.qp_);
-            ep.qp_ = std::move(a);
-            s = connect_qp(ep, ep.qp_.get(), ep.self_peer_qp_->qp_num, ep.local_psn_);
+        auto peer = new_rc_qp(ep);
+        s = peer.status();
+        if (peer) {
+            ep.self_peer_qp_ = std::move(peer.value());
+            by_qpn_[ep.self_peer_qp_->get()->qp_num] = &ep;
+            s = connect_qp(ep, *ep.qp_, ep.self_peer_qp_->get()->qp_num, ep.local_psn_);
             if (s) {
-                s = connect_qp(ep, ep.self_peer_qp_.get(), ep.qp_->qp_num, ep.local_psn_);
+                s = connect_qp(ep, *ep.self_peer_qp_, ep.qpn(), ep.local_psn_);
             }
         }
     }
@@ -338,7 +335,7 @@ void Module::connect_self(Endpoint &ep) {
         fail_endpoint(ep, s.message());
         return;
     }
-    ep.sq_free_ = dev_->config().sq_depth;
+    ep.remote_qpn_ = ep.self_peer_qp_->get()->qp_num;
     ep.credits_.set_initial(cfg_.credits_per_peer);
     mark_connected(ep);
 }
@@ -386,12 +383,12 @@ void Module::on_request(const wire::CmMessage &m) {
     } else if (ep->state_ == EpState::kConnected || ep->state_ == EpState::kAwaitRtu ||
                ep->state_ == EpState::kFailed) {
         // The peer starts over (it lost its QP): so do we.
-        by_qpn_.erase(ep->qp_ ? ep->qp_->qp_num : 0);
+        by_qpn_.erase(ep->qpn());
         ep->qp_.reset();
     }
     Status s = ep->qp_ ? Status::ok() : create_path_qp(*ep);
     if (s) {
-        s = connect_qp(*ep, ep->qp_.get(), m.paths[0].qpn, m.paths[0].psn);
+        s = connect_qp(*ep, *ep->qp_, m.paths[0].qpn, m.paths[0].psn);
     }
     if (!s) {
         wire::CmMessage rej = cm_template(*ep, wire::CmType::kReject);
@@ -418,7 +415,7 @@ void Module::on_reply(const wire::CmMessage &m) {
     if (ep == nullptr || ep->state_ != EpState::kConnecting || m.conn_id != ep->conn_id_) {
         return; // stale or duplicate
     }
-    Status s = connect_qp(*ep, ep->qp_.get(), m.paths[0].qpn, m.paths[0].psn);
+    Status s = connect_qp(*ep, *ep->qp_, m.paths[0].qpn, m.paths[0].psn);
     if (!s) {
         fail_endpoint(*ep, s.message());
         return;
@@ -452,7 +449,7 @@ void Module::mark_connected(Endpoint &ep) {
     log_.write(LogLevel::kDebug,
                util::format("connected to %s over %s:%d qpn 0x%x -> 0x%x (%s)",
                             ep.label().c_str(), plan_.device.c_str(), plan_.port,
-                            ep.qp_->qp_num, ep.remote_qpn_, ep.path().why.c_str()));
+                            ep.qpn(), ep.remote_qpn_, ep.path().why.c_str()));
     drain_pending(ep);
 }
 

@@ -71,13 +71,14 @@ Result<RegisteredSlab> register_slab(const verbs::VerbsApi &api, ibv_pd *pd, siz
 }
 
 Result<std::unique_ptr<Device>> Device::open(const verbs::VerbsApi &api,
-                                             const std::string &device_name, int port,
-                                             int pkey_index, uint32_t qkey,
+                                             const select::Selection &sel,
+                                             qp::SnapshotSource fresh, bool privileged,
                                              const DeviceConfig &cfg, util::LogSink &log) {
+    const std::string &device_name = sel.device;
     std::unique_ptr<Device> d(new Device());
     d->api_ = &api;
     d->name_ = device_name;
-    d->port_ = port;
+    d->port_ = sel.port;
     d->cfg_ = cfg;
 
     int n = 0;
@@ -108,7 +109,7 @@ Result<std::unique_ptr<Device>> Device::open(const verbs::VerbsApi &api,
     if (!s) {
         return s;
     }
-    s = d->create_queues(pkey_index, qkey, log);
+    s = d->create_queues(sel, std::move(fresh), privileged, log);
     if (!s) {
         return s;
     }
@@ -165,7 +166,8 @@ Status Device::create_slabs(util::LogSink &log) {
     return Status::ok();
 }
 
-Status Device::create_queues(int pkey_index, uint32_t qkey, util::LogSink &log) {
+Status Device::create_queues(const select::Selection &sel, qp::SnapshotSource fresh,
+                             bool privileged, util::LogSink &log) {
     const verbs::VerbsApi &api = *api_;
     int cqe = static_cast<int>(srq_count_ + 2 * cfg_.ud_bufs + cfg_.send_frags + kCqSlack);
     if (dattr_.max_cqe > 0 && cqe > dattr_.max_cqe) {
@@ -199,46 +201,32 @@ Status Device::create_queues(int pkey_index, uint32_t qkey, util::LogSink &log) 
     ua.cap.max_recv_wr = cfg_.ud_bufs;
     ua.cap.max_send_sge = 1;
     ua.cap.max_recv_sge = 1;
-    ud_qp_ = verbs::Qp(api.create_qp(pd_.get(), &ua), verbs::QpDeleter{&api});
-    if (!ud_qp_) {
+    verbs::Qp ud(api.create_qp(pd_.get(), &ua), verbs::QpDeleter{&api});
+    if (!ud) {
         return Status::from_errno(errno, "ibv_create_qp(UD) on " + name_);
     }
-    // RESET->INIT->RTR->RTS for UD with the selected pkey index, port and a
-    // qkey with bit 31 clear (checked when the options were validated).
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = static_cast<uint16_t>(pkey_index);
-    a.port_num = static_cast<uint8_t>(port_);
-    a.qkey = qkey;
-    int rc = verbs::normalize_rc(
-        api.modify_qp(ud_qp_.get(), &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
-        errno);
-    if (rc != 0) {
-        return Status::from_errno(rc, util::format("ibv_modify_qp(UD, RESET->INIT) on %s:%d "
-                                                   "pkey_index %d qkey %s",
-                                                   name_.c_str(), port_, pkey_index,
-                                                   util::hex32(qkey).c_str()));
+    // The transition that fails in the reported logs. Its pkey index, port
+    // and qkey come from the selection and are preflighted against a fresh
+    // snapshot; a failure returns the one-paragraph diagnostic.
+    ud_qp_ = std::make_unique<qp::QueuePair>(api, std::move(ud), qp::QpType::kUD, sel,
+                                             std::move(fresh), privileged, &log);
+    Status s = ud_qp_->to_init();
+    if (!s) {
+        return s;
     }
     for (uint32_t i = 0; i < cfg_.ud_bufs; ++i) {
-        Status s = post_ud_recv(i);
+        s = post_ud_recv(i);
         if (!s) {
             return s;
         }
     }
-    a = ibv_qp_attr{};
-    a.qp_state = IBV_QPS_RTR;
-    rc = verbs::normalize_rc(api.modify_qp(ud_qp_.get(), &a, IBV_QP_STATE), errno);
-    if (rc != 0) {
-        return Status::from_errno(rc, util::format("ibv_modify_qp(UD, INIT->RTR) on %s:%d",
-                                                   name_.c_str(), port_));
+    s = ud_qp_->to_rtr(nullptr);
+    if (!s) {
+        return s;
     }
-    a = ibv_qp_attr{};
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = 0;
-    rc = verbs::normalize_rc(api.modify_qp(ud_qp_.get(), &a, IBV_QP_STATE | IBV_QP_SQ_PSN), errno);
-    if (rc != 0) {
-        return Status::from_errno(rc, util::format("ibv_modify_qp(UD, RTR->RTS) on %s:%d",
-                                                   name_.c_str(), port_));
+    s = ud_qp_->to_rts();
+    if (!s) {
+        return s;
     }
 
     // Learn the inline size RC QPs really get (the provider may lower it).
@@ -280,7 +268,7 @@ Status Device::post_ud_recv(uint32_t index) {
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr *bad = nullptr;
-    int rc = verbs::normalize_rc(api_->post_recv(ud_qp_.get(), &wr, &bad), errno);
+    int rc = verbs::normalize_rc(api_->post_recv(ud_qp_->get(), &wr, &bad), errno);
     return rc == 0 ? Status::ok() : Status::from_errno(rc, "ibv_post_recv(UD) on " + name_);
 }
 
@@ -317,7 +305,7 @@ Status Device::ud_send(ibv_ah *ah, uint32_t remote_qpn, uint32_t remote_qkey,
     wr.wr.ud.remote_qpn = remote_qpn;
     wr.wr.ud.remote_qkey = remote_qkey;
     ibv_send_wr *bad = nullptr;
-    int rc = verbs::normalize_rc(api_->post_send(ud_qp_.get(), &wr, &bad), errno);
+    int rc = verbs::normalize_rc(api_->post_send(ud_qp_->get(), &wr, &bad), errno);
     if (rc != 0) {
         return Status::from_errno(rc, "ibv_post_send(UD) on " + name_);
     }

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "btl_roce_frag.h"
+#include "qp/queue_pair.h"
+#include "select/selection.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "verbs/handles.h"
@@ -48,12 +50,15 @@ struct RegisteredSlab {
 /// Not thread-safe: the owning Module serialises access.
 class Device {
 public:
-    /// Opens `device_name` and creates everything for `port`. Registration
-    /// of the buffer slabs shrinks (with one warning on `log`) when the
-    /// locked-memory limit does not allow the configured sizes.
+    /// Opens `sel.device` and creates everything for `sel.port`; the UD QP
+    /// goes RESET->INIT->RTR->RTS with `sel`'s pkey index, port and qkey,
+    /// every transition preflighted against `fresh` (qp/queue_pair.h).
+    /// Registration of the buffer slabs shrinks (with one warning on `log`)
+    /// when the locked-memory limit does not allow the configured sizes.
+    /// `log` must outlive the Device.
     static util::Result<std::unique_ptr<Device>> open(const verbs::VerbsApi &api,
-                                                      const std::string &device_name, int port,
-                                                      int pkey_index, uint32_t qkey,
+                                                      const select::Selection &sel,
+                                                      qp::SnapshotSource fresh, bool privileged,
                                                       const DeviceConfig &cfg,
                                                       util::LogSink &log);
     ~Device();
@@ -63,7 +68,7 @@ public:
     ibv_pd *pd() const { return pd_.get(); }
     ibv_cq *cq() const { return cq_.get(); }
     ibv_srq *srq() const { return srq_.get(); }
-    ibv_qp *ud_qp() const { return ud_qp_.get(); }
+    ibv_qp *ud_qp() const { return ud_qp_->get(); }
     const std::string &name() const { return name_; }
     int port() const { return port_; }
     const DeviceConfig &config() const { return cfg_; }
@@ -103,7 +108,8 @@ public:
 
 private:
     Device() = default;
-    util::Status create_queues(int pkey_index, uint32_t qkey, util::LogSink &log);
+    util::Status create_queues(const select::Selection &sel, qp::SnapshotSource fresh,
+                               bool privileged, util::LogSink &log);
     util::Status create_slabs(util::LogSink &log);
 
     const verbs::VerbsApi *api_ = nullptr;
@@ -121,7 +127,7 @@ private:
     verbs::Pd pd_;
     verbs::Cq cq_;
     verbs::Srq srq_;
-    verbs::Qp ud_qp_;
+    std::unique_ptr<qp::QueuePair> ud_qp_;
     RegisteredSlab srq_slab_;
     RegisteredSlab send_slab_;
     RegisteredSlab ud_slab_;     ///< receive slots, then send slots

@@ -6,6 +6,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "btl_roce_addr.h"
 #include "btl_roce_frag.h"
 #include "credits.h"
+#include "qp/queue_pair.h"
 #include "verbs/handles.h"
 #include "wire.h"
 
@@ -67,10 +69,11 @@ private:
     bool self_ = false;
 
     EpState state_ = EpState::kClosed;
-    verbs::Qp qp_;            ///< the RC QP we send on
-    verbs::Qp self_peer_qp_;  ///< loopback only: the QP our sends arrive on
+    std::unique_ptr<qp::QueuePair> qp_;           ///< the RC QP we send on
+    std::unique_ptr<qp::QueuePair> self_peer_qp_; ///< loopback only: where our sends arrive
     verbs::Ah ah_;            ///< UD address handle to the peer's UD QP
     uint32_t local_psn_ = 0;
+    uint32_t qpn() const { return qp_ ? qp_->get()->qp_num : 0; }
     uint32_t conn_id_ = 0;    ///< our current connection attempt
     uint32_t peer_conn_id_ = 0;
     uint32_t remote_qpn_ = 0;

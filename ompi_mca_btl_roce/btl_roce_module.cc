@@ -219,8 +219,8 @@ Module::Module(const PortPlan &plan, const ModuleConfig &cfg, util::LogSink &log
 Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const ModuleConfig &cfg,
                                                util::LogSink &log) {
     std::unique_ptr<Module> m(new Module(plan, cfg, log));
-    auto dev = Device::open(verbs::real_verbs(), plan.device, plan.port, plan.pkey_index,
-                            plan.qkey, cfg.device, log);
+    auto dev = Device::open(verbs::real_verbs(), plan.selection, live_snapshot_source(),
+                            plan.privileged, cfg.device, log);
     if (!dev) {
         return dev.status();
     }

@@ -159,8 +159,11 @@ private:
     Endpoint *endpoint_for_name(uint64_t name, bool create, uint16_t peer_port);
     Endpoint *make_endpoint(opal_proc_t *proc, std::string *why);
     void start_connect(Endpoint &ep);
+    qp::QpParams rc_params(uint32_t sq_psn) const;
+    util::Result<std::unique_ptr<qp::QueuePair>> new_rc_qp(const Endpoint &ep);
     util::Status create_path_qp(Endpoint &ep);
-    util::Status connect_qp(Endpoint &ep, ibv_qp *qp, uint32_t remote_qpn, uint32_t remote_psn);
+    util::Status connect_qp(Endpoint &ep, qp::QueuePair &qp, uint32_t remote_qpn,
+                            uint32_t remote_psn);
     util::Status ensure_ah(Endpoint &ep);
     util::Status send_cm(Endpoint &ep, const wire::CmMessage &m);
     wire::CmMessage cm_template(const Endpoint &ep, wire::CmType type) const;

@@ -85,7 +85,7 @@ int Module::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote
     wr.wr.rdma.remote_addr = remote_address;
     wr.wr.rdma.rkey = remote_handle ? remote_handle->rkey : 0;
     ibv_send_wr *bad = nullptr;
-    int rc = verbs::normalize_rc(dev_->api().post_send(ep->qp_.get(), &wr, &bad), errno);
+    int rc = verbs::normalize_rc(dev_->api().post_send(ep->qp_->get(), &wr, &bad), errno);
     if (rc != 0) {
         put_rdma_op(op);
         OPAL_THREAD_UNLOCK(&lock_);
@@ -173,7 +173,7 @@ int Module::atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
     wr.wr.atomic.compare_add = is_cswap ? compare : operand;
     wr.wr.atomic.swap = is_cswap ? operand : 0;
     ibv_send_wr *bad = nullptr;
-    int rc = verbs::normalize_rc(dev_->api().post_send(ep->qp_.get(), &wr, &bad), errno);
+    int rc = verbs::normalize_rc(dev_->api().post_send(ep->qp_->get(), &wr, &bad), errno);
     if (rc != 0) {
         put_rdma_op(op);
         OPAL_THREAD_UNLOCK(&lock_);

@@ -161,7 +161,7 @@ int Module::post_frag(Endpoint &ep, Frag *f) {
         wr.send_flags |= IBV_SEND_INLINE;
     }
     ibv_send_wr *bad = nullptr;
-    int rc = verbs::normalize_rc(dev_->api().post_send(ep.qp_.get(), &wr, &bad), errno);
+    int rc = verbs::normalize_rc(dev_->api().post_send(ep.qp_->get(), &wr, &bad), errno);
     if (rc != 0) {
         ep.credits_.untake();
         ep.credits_.owe(h.credits);
