@@ -135,6 +135,7 @@ class Guest:
         self.hostdir = hostdir
         self.results_dir = results_dir
         self.proc = None
+        self.serving = False  # the agent answers requests (setup ended: ready or failed)
         self.qmp = None
         self.ctl = None
         self.fault = None

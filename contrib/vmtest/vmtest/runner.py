@@ -165,15 +165,13 @@ class Run:
         self._prepare()
         self._stage("start")
         self._start()
-        booted = False
         try:
             self._stage("boot")
             self._boot()
-            booted = True
             self._stage("command")
             status = self._command()
         except ToolError:
-            if booted or any(g.alive() for g in self.guests):
+            if any(g.serving for g in self.guests):
                 self._collect(timeout=min(20, self.o.collect_timeout), quiet=True)
             raise
         self._stage("collect")
@@ -289,8 +287,6 @@ class Run:
         ]
         if self.accel == "kvm":
             argv += ["-cpu", "host"]
-        elif os.environ.get("VMTEST_CPU"):
-            argv += ["-cpu", os.environ["VMTEST_CPU"]]
         shares = [("hostroot", "/", True), ("vmrun", self.share, True),
                   ("results", self.results, False)]
         for tag, path, ro in shares:
@@ -339,6 +335,8 @@ class Run:
                                 f"{self.o.boot_timeout} s (--boot-timeout)")
             for g, m in self._pump(remaining):
                 ev = m.get("ev")
+                if ev in ("ready", "failed"):
+                    g.serving = True
                 if ev == "ready":
                     pending.remove(g.name)
                     log(f"{g.name}: ready (guest uptime {m.get('uptime')} s)")
@@ -389,7 +387,8 @@ class Run:
         """Ask every live guest to save its state into results/nodeN/; best effort."""
         pending = []
         for g in self.guests:
-            if g.alive():
+            # Before its setup ended, an agent does not read requests yet.
+            if g.alive() and g.serving:
                 try:
                     g.ctl.send(op="collect")
                     pending.append(g.name)
@@ -488,6 +487,8 @@ class Run:
                 with open(path, errors="replace") as f:
                     tail = f.readlines()[-lines:]
             except OSError:
+                continue
+            if not tail:
                 continue
             print(f"---- last {len(tail)} console lines of {g.name} ({path}) ----",
                   file=sys.stderr)
