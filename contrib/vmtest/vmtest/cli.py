@@ -43,6 +43,7 @@ environment of COMMAND (also set for ssh sessions into any guest):
   VMTEST_BOND_MODE, VMTEST_BOND (bond0), VMTEST_VLAN (bond0.3027),
   VMTEST_MEMBERS ("eth0 eth1"), VMTEST_RDMA_DEV (rxe_bond0),
   VMTEST_ADDR / VMTEST_VLAN_ADDR / VMTEST_MGMT_ADDR (this guest's addresses),
+  VMTEST_ADDR_CIDR (bond0's address with its prefix),
   VMTEST_PEER / VMTEST_PEER_ADDR / VMTEST_PEER_VLAN_ADDR (two only),
   VMTEST_HOSTFILE (an mpirun hostfile listing every guest, slots=1 each),
   VMTEST_RESULTS (RESULTS/out: writable, on the host at the same path),
@@ -82,7 +83,7 @@ exit status:
 examples:
   contrib/vmtest/run two -- ibv_devinfo -d rxe_bond0
   contrib/vmtest/run two --bond-mode 802.3ad --results /tmp/r -- sh -c 'cat /proc/net/bonding/bond0'
-  contrib/vmtest/run one --user -- tests/vm/guest/ud-init.sh
+  contrib/vmtest/run one --user -- tests/vm/guest/one-user.sh
   contrib/vmtest/run two --keep -- true      # then ssh in (printed), Ctrl-C to stop
 """
 

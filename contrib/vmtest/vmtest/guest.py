@@ -5,9 +5,10 @@ and QEMU connects to as a client while it starts up, so no message can be
 written before the host is there to read it, and no polling for socket files
 is needed.
 
-Channels (virtio-serial ports, JSON lines in both directions):
-  vmtest.ctl    the guest agent: boot progress, command output, exit status
-  vmtest.fault  `vmtest-fault` requests (cable cut/restore) and their replies
+Channels (virtio-serial ports):
+  vmtest.ctl    the guest agent, JSON lines both ways: boot progress, command
+                output, exit status, requests to run/signal/collect
+  vmtest.fault  `vmtest-fault`, text lines: "cut N" / "restore N" -> "ok ..." / "error ..."
 """
 
 import ctypes
@@ -30,11 +31,13 @@ def _die_with_parent():
 
 
 class LineSocket:
-    """A connected stream socket read as newline-terminated JSON messages."""
+    """A connected stream socket read as newline-terminated messages: JSON
+    objects (the agent's channel) or, with text=True, plain lines (vmtest-fault)."""
 
-    def __init__(self, sock, name):
+    def __init__(self, sock, name, text=False):
         self.sock = sock
         self.name = name
+        self.text = text
         self.buf = b""
         self.closed = False
 
@@ -58,6 +61,9 @@ class LineSocket:
             line, self.buf = self.buf.split(b"\n", 1)
             if not line.strip():
                 continue
+            if self.text:
+                out.append(line.decode(errors="replace").strip())
+                continue
             try:
                 out.append(json.loads(line))
             except ValueError:
@@ -65,7 +71,12 @@ class LineSocket:
         return out
 
     def send(self, **msg):
-        data = (json.dumps(msg) + "\n").encode()
+        self._send((json.dumps(msg) + "\n").encode())
+
+    def send_line(self, line):
+        self._send((line.replace("\n", " ") + "\n").encode())
+
+    def _send(self, data):
         self.sock.setblocking(True)
         self.sock.settimeout(10)
         try:
@@ -167,7 +178,7 @@ class Guest:
         qmp_conn = self._accept("qmp")
         self.qmp = Qmp(qmp_conn, self.name)
         self.ctl = LineSocket(self._accept("ctl"), f"{self.name}.ctl")
-        self.fault = LineSocket(self._accept("fault"), f"{self.name}.fault")
+        self.fault = LineSocket(self._accept("fault"), f"{self.name}.fault", text=True)
         for s in (self.ctl.sock, self.fault.sock):
             s.setblocking(False)
         self._close_listeners()

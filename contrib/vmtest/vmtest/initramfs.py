@@ -18,9 +18,13 @@ import tempfile
 
 from .util import ToolError, log
 
-# Only what /init needs before switch_root; the rest is modprobe'd later
-# from the host's /lib/modules, seen through the 9p root.
-INITRAMFS_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay", "virtio_console")
+# What /init needs before switch_root, plus the fabric's drivers: busybox
+# insmod here is cheaper than a modprobe process per module under TCG. Others
+# can still be modprobe'd from the host's /lib/modules through the 9p root.
+INITRAMFS_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay", "virtio_console",
+                     "virtio_net", "bonding", "8021q", "dummy", "rdma_rxe", "ib_uverbs")
+# As systemd's modprobe.d does: no implicit bond0/dummy0, setup makes its own.
+MODULE_OPTIONS = {"bonding": "max_bonds=0", "dummy": "numdummies=0"}
 
 BUSYBOX = "/bin/busybox"
 GUEST_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "guest")
@@ -153,7 +157,7 @@ def _file_digest(path, h):
 def _cache_key(release, vmlinuz, modules):
     """Key over everything that ends up in (or decides) the image."""
     h = hashlib.sha256()
-    h.update(f"format {FORMAT}\nrelease {release}\n".encode())
+    h.update(f"format {FORMAT}\nrelease {release}\n{sorted(MODULE_OPTIONS.items())}\n".encode())
     for path in (vmlinuz, BUSYBOX, os.path.join(GUEST_DIR, "init"), os.path.abspath(__file__)):
         st = os.stat(path)
         h.update(f"{path} {st.st_size} {st.st_mtime_ns}\n".encode())
@@ -241,12 +245,11 @@ def _build(release, modules):
     cpio.symlink("bin/sh", "busybox")
     with open(os.path.join(GUEST_DIR, "init"), "rb") as f:
         cpio.file("init", f.read(), 0o755)
-    names = []
+    order = ""
     for m in modules:
         name, data = _read_module(f"/lib/modules/{release}/{m}")
         cpio.file(f"lib/modules/{name}", data)
-        names.append(name)
-    order = "".join(n + "\n" for n in names)
+        order += f"{name} {MODULE_OPTIONS.get(name[:-3], '')}".rstrip() + "\n"
     cpio.file("modules.order", order.encode())
     out = io.BytesIO()
     with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=6, mtime=0) as gz:

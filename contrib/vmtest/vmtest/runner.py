@@ -95,6 +95,7 @@ def guest_env(opts, node, nodes, results):
         "VMTEST_MEMBERS": " ".join(f"eth{m}" for m in range(MEMBERS)),
         "VMTEST_RDMA_DEV": "rxe_bond0",
         "VMTEST_ADDR": plan["bond_addr"].split("/")[0],
+        "VMTEST_ADDR_CIDR": plan["bond_addr"],
         "VMTEST_VLAN_ADDR": plan["vlan_addr"].split("/")[0],
         "VMTEST_MGMT_ADDR": plan["mgmt_addr"].split("/")[0],
         "VMTEST_HOSTFILE": "/etc/vmtest/hostfile",
@@ -458,25 +459,27 @@ class Run:
         self.cmd_log.write(data)
         self.cmd_log.flush()
 
-    def _handle_fault(self, g, m):
-        op, member = m.get("op"), m.get("member")
+    def _handle_fault(self, g, line):
+        """One `vmtest-fault` request line ("cut N" / "restore N"); reply "ok ..." or "error ..."."""
+        words = line.split()
         try:
-            if op not in ("cut", "restore"):
-                raise ToolError(f"unknown fault operation {op!r}")
+            if len(words) != 2 or words[0] not in ("cut", "restore"):
+                raise ToolError(f"bad request {line!r}")
+            op, member = words[0], int(words[1]) if words[1].isdigit() else -1
             if self.nodes < 2:
                 raise ToolError("topology one has no cables: its bond members are dummy NICs "
                                 "(use 'ip link set ethN down' there)")
-            if not isinstance(member, int) or not 0 <= member < MEMBERS:
-                raise ToolError(f"member must be 0..{MEMBERS - 1}, got {member!r}")
+            if not 0 <= member < MEMBERS:
+                raise ToolError(f"member must be 0..{MEMBERS - 1}, got {words[1]!r}")
             for peer in self.guests:
                 peer.set_link(f"d{member}", op == "restore")
             what = f"{op} member {member} (eth{member}) on {', '.join(p.name for p in self.guests)}"
             log(f"fault: {what} (requested by {g.name})")
             self.faults_log.write(f"{elapsed():.1f} {g.name} {what}\n")
             self.faults_log.flush()
-            g.fault.send(ok=True, msg=what)
+            g.fault.send_line(f"ok {what}")
         except ToolError as e:
-            g.fault.send(ok=False, msg=str(e))
+            g.fault.send_line(f"error {e}")
 
     # ---- diagnostics and cleanup --------------------------------------------------
 

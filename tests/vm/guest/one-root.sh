@@ -105,8 +105,8 @@ one_rc_loopback() {
 # Root may use a controlled qkey (bit 31); port 2 is EINVAL for anyone.
 one_ud_init_root() {
     local a b
-    a=$("$VMTEST_PROBE" "$DEV" 1 0 0x80000001) || die "probe could not run"
-    b=$("$VMTEST_PROBE" "$DEV" 2 0 0x1ee7a330) || die "probe could not run"
+    a=$("$VMTEST_PROBES/ud_init_probe" "$DEV" 1 0 0x80000001) || die "probe could not run"
+    b=$("$VMTEST_PROBES/ud_init_probe" "$DEV" 2 0 0x1ee7a330) || die "probe could not run"
     echo "$a"
     echo "$b"
     case $a in *result=OK*) ;; *) die "root with qkey bit 31 was not OK" ;; esac
@@ -121,6 +121,29 @@ one_cut_refused() {
     case $out in *"no cables"*) ;; *) die "unexpected refusal: $out" ;; esac
 }
 
+# mlx5-only features: ask the device (mlx5dv_is_supported) instead of assuming.
+# On soft-RoCE they SKIP with the reason; on an mlx5 LAG (tier 4, the same
+# scripts) they FAIL until a hardware check exists, so nobody mistakes a gap for a pass.
+dv_answer() { "$VMTEST_PROBES/dv_probe" "$DEV" || die "dv_probe could not query $DEV"; }
+dv_lag_port_affinity() {
+    local a
+    a=$(dv_answer)
+    echo "$a"
+    case $a in
+    *mlx5dv=no*) unsupported "$DEV is soft-RoCE, not mlx5 (mlx5dv_is_supported() is false): no queue-affinity LAG, mlx5dv_modify_qp_lag_port/mlx5dv_query_qp_lag_port unavailable; placement here is the bond's layer3+4 hash (two-lacp, two-xor)" ;;
+    esac
+    die "$DEV speaks mlx5dv ($a): the hardware LAG port affinity check is not written yet"
+}
+dv_dc_transport() {
+    local a
+    a=$(dv_answer)
+    echo "$a"
+    case $a in
+    *mlx5dv=no*) unsupported "$DEV is soft-RoCE, not mlx5: DC (DCI/DCT through mlx5dv_create_qp) does not exist here" ;;
+    esac
+    die "$DEV speaks mlx5dv ($a): the hardware DC check is not written yet"
+}
+
 check one-rxe-over-bond 60 one_rxe_over_bond
 check one-gid-table 60 one_gid_table
 check one-addr-change-gid 90 one_addr_change_gid
@@ -129,4 +152,6 @@ check one-vlan-down-up-gid 90 one_vlan_down_up_gid
 check one-rc-loopback 120 one_rc_loopback
 check one-ud-init-root 60 one_ud_init_root
 check one-cut-refused 60 one_cut_refused
+check dv-lag-port-affinity 60 dv_lag_port_affinity
+check dv-dc-transport 60 dv_dc_transport
 finish

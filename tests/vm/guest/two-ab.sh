@@ -103,7 +103,7 @@ ab_failover_fresh_qp() {
 # kernel's. If this check starts failing because the QP survives, the kernel
 # changed: update the record and the transport's assumptions together.
 ended() { if [ "$1" = running ]; then echo "still running (hung)"; else echo "exited $1"; fi; }
-LIVE_WAIT=25 # seconds after the pull before the still-running side is judged hung
+LIVE_WAIT=15 # seconds after the pull before the still-running side is judged hung
 # (an RC receiver has no timeout; the erroring side fails within a second)
 ab_live_qp_during_pull() {
     local a g1 g2 spid cpid t0 srv_rc cli_rc errs hung

@@ -4,7 +4,7 @@
 . "$VMTEST_LIB/fabric.sh"
 
 QPS=8     # concurrent RC QPs: 2 x (1/2)^8 chance per guest that a fixed hash puts all on one member
-ITERS=100 # round trips per QP
+ITERS=50  # round trips per QP
 SIZE=1024 # bytes per message
 
 # bond_field NODE 'Label': the value of the first "Label: value" line of /proc/net/bonding/bond0.

@@ -14,7 +14,7 @@ xor_mode() {
     done
 }
 
-xor_spread_rc_qps() { spread_check 18700 8 100 1024; }
+xor_spread_rc_qps() { spread_check 18700 8 50 1024; }
 
 check xor-mode 60 xor_mode
 check xor-spread-rc-qps 300 xor_spread_rc_qps

@@ -17,11 +17,10 @@ on() {
 
 # wait_for SECONDS WHAT CMD...: poll CMD every 0.2 s until it succeeds, or die.
 wait_for() {
-    local limit=$1 what=$2 end
+    local limit=$1 what=$2 end=$((SECONDS + $1))
     shift 2
-    end=$(($(date +%s) + limit))
     until "$@" >/dev/null 2>&1; do
-        [ "$(date +%s)" -lt "$end" ] || die "timed out after $limit s waiting for $what"
+        [ "$SECONDS" -lt "$end" ] || die "timed out after $limit s waiting for $what"
         sleep 0.2
     done
 }

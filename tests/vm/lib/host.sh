@@ -23,11 +23,13 @@ have() {
     esac
 }
 
-# build_probe DIR: compile tests/vm/src/ud_init_probe.c against the real
-# libibverbs into DIR (readable by the guest's unprivileged user too).
-build_probe() {
-    need gcc gcc libc6-dev && need /usr/include/infiniband/verbs.h libibverbs-dev || return 1
+# build_probes DIR: compile tests/vm/src/*_probe.c against the real rdma-core
+# libraries into DIR (readable by the guest's unprivileged user too).
+build_probes() {
+    need gcc gcc libc6-dev && need /usr/include/infiniband/mlx5dv.h libibverbs-dev || return 1
     chmod 0755 "$1"
     gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$1/ud_init_probe" \
-        "$top/tests/vm/src/ud_init_probe.c" -libverbs
+        "$top/tests/vm/src/ud_init_probe.c" -libverbs &&
+        gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$1/dv_probe" \
+            "$top/tests/vm/src/dv_probe.c" -lmlx5 -libverbs
 }
