@@ -27,7 +27,6 @@ class Fabric:
         self.nodes = nodes
         self.members = members
         self.ns = f"{NETNS_PREFIX}{os.getpid()}"
-        self.created = False
 
     def _ip(self, *args, check=True):
         return run(["ip", "-n", self.ns, *args], check=check)
@@ -37,7 +36,6 @@ class Fabric:
 
     def create(self):
         run(["ip", "netns", "add", self.ns])
-        self.created = True
         self._ip("link", "set", "lo", "up")
         for node in range(1, self.nodes + 1):
             for nic in [f"d{m}" for m in range(self.members)] + ["m"]:
@@ -67,12 +65,10 @@ class Fabric:
         return ["ip", "netns", "exec", self.ns]
 
     def destroy(self):
-        """Delete taps, bridge and namespace; never raises, reports leftovers."""
-        if not self.created:
+        """Delete taps, bridge and namespace (if it exists); never raises; True when gone."""
+        if self.ns not in list_netns():
             return True
-        ok = destroy_netns(self.ns)
-        self.created = not ok
-        return ok
+        return destroy_netns(self.ns)
 
 
 def destroy_netns(ns):

@@ -19,15 +19,18 @@ import socket
 import subprocess
 import time
 
-from .util import ToolError, log, pid_alive, warn
+from .util import ToolError, log, pid_alive, signals_deferred, warn
 
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent():
-    """Make the kernel kill QEMU if the tool itself dies, even by SIGKILL."""
+def _child_setup():
+    """In the forked child: die with the tool, even if it gets SIGKILL; and do
+    not inherit the signals the parent blocks around fork (a blocked SIGTERM
+    would survive exec)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 
 class LineSocket:
@@ -164,15 +167,17 @@ class Guest:
             self._listeners[kind] = _listen(path)
         qemu_log = open(os.path.join(self.results_dir, "qemu.log"), "wb")
         try:
-            self.proc = subprocess.Popen(
-                argv_prefix + qemu_argv,
-                stdin=subprocess.DEVNULL,
-                stdout=qemu_log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
-                # Ctrl-C goes to the tool, which then shuts QEMU down in order.
-                start_new_session=True,
-            )
+            # No Ctrl-C between fork and self.proc: cleanup must know the pid.
+            with signals_deferred():
+                self.proc = subprocess.Popen(
+                    argv_prefix + qemu_argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=qemu_log,
+                    stderr=subprocess.STDOUT,
+                    preexec_fn=_child_setup,
+                    # Ctrl-C goes to the tool, which then shuts QEMU down in order.
+                    start_new_session=True,
+                )
         finally:
             qemu_log.close()
         qmp_conn = self._accept("qmp")

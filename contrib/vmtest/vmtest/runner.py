@@ -7,7 +7,6 @@ results directory), cleanup (which runs whatever happened before it).
 """
 
 import base64
-import contextlib
 import json
 import os
 import selectors
@@ -20,7 +19,7 @@ import time
 
 from . import fabric, initramfs
 from .guest import Guest
-from .util import ToolError, elapsed, log, pid_alive, run, warn
+from .util import HANDLED_SIGNALS, ToolError, elapsed, log, pid_alive, run, signals_deferred, warn
 
 EXIT_TIMEOUT = 124
 EXIT_TOOL = 125
@@ -31,7 +30,6 @@ MEMBERS = 2
 VLAN_ID = 3027
 GUEST_USER, GUEST_UID = "vmuser", 2900
 RUNDIR_PREFIX = "vmtest."
-HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Interrupted(Exception):
@@ -52,16 +50,6 @@ def install_signal_handlers():
 def ignore_signals():
     for s in HANDLED_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
-
-
-@contextlib.contextmanager
-def signals_deferred():
-    """Hold Ctrl-C/SIGTERM while a resource is created *and* recorded for cleanup."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def node_plan(node, nodes):
@@ -211,8 +199,9 @@ class Run:
         for n in range(1, self.nodes + 1):
             d = os.path.join(self.results, f"node{n}")
             os.makedirs(d, exist_ok=True)
-            for stale in os.listdir(d):
-                os.unlink(os.path.join(d, stale))
+            for stale in os.listdir(d):  # files of an earlier run into the same DIR
+                if os.path.isfile(os.path.join(d, stale)):
+                    os.unlink(os.path.join(d, stale))
         out = os.path.join(self.results, "out")
         os.makedirs(out, exist_ok=True)
         if self.o.user:
@@ -310,8 +299,8 @@ class Run:
         return argv
 
     def _start(self):
-        with signals_deferred():
-            self.fabric = fabric.Fabric(self.nodes, MEMBERS if self.nodes > 1 else 0)
+        # Cleanup deletes the namespace by name, even if create() was interrupted.
+        self.fabric = fabric.Fabric(self.nodes, MEMBERS if self.nodes > 1 else 0)
         try:
             self.fabric.create()
         except ToolError as e:
@@ -319,9 +308,8 @@ class Run:
         self.sel = selectors.DefaultSelector()
         for n in range(1, self.nodes + 1):
             g = Guest(n, self.hostdir, os.path.join(self.results, f"node{n}"))
-            with signals_deferred():
-                self.guests.append(g)
-                g.start(self.fabric.exec_prefix(), self._qemu_argv(n))
+            self.guests.append(g)
+            g.start(self.fabric.exec_prefix(), self._qemu_argv(n))
             self.sel.register(g.ctl, selectors.EVENT_READ, (g, "ctl"))
             self.sel.register(g.fault, selectors.EVENT_READ, (g, "fault"))
 

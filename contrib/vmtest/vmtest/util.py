@@ -1,5 +1,7 @@
 """Small shared helpers: logging to stderr, the tool's error type, commands."""
 
+import contextlib
+import signal
 import subprocess
 import sys
 import time
@@ -47,3 +49,16 @@ def pid_alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
+
+
+HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """Hold Ctrl-C/SIGTERM while a process is created *and* recorded for cleanup."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
