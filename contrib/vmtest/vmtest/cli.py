@@ -18,7 +18,8 @@ Boot a soft-RoCE (rdma_rxe) over Linux-bond fabric in QEMU guests and run
 COMMAND as root (or --user) on the first guest, in the current directory.
 The host's root filesystem is visible read-only at the same paths (with a
 tmpfs overlay on top: writes stay in the guest), so the project's build tree,
-rdma-core, Open MPI etc. are all there. Exits with COMMAND's exit status.
+rdma-core, Open MPI etc. are all there; it is cached (9p cache=loose), so build
+what COMMAND needs before the run. Exits with COMMAND's exit status.
 """
 
 EPILOG = f"""\

@@ -54,7 +54,6 @@ def ignore_signals():
 
 def node_plan(node, nodes):
     """Addresses, names and MACs of guest `node`: the one place they are decided."""
-    peer = 2 if node == 1 else 1
     plan = {
         "name": f"node{node}",
         "bond_addr": f"198.18.0.{node}/24",
@@ -63,7 +62,6 @@ def node_plan(node, nodes):
         "nics": {f"52:54:00:19:{node:02x}:00": "mgmt0"},
     }
     if nodes > 1:
-        plan["peer"] = f"node{peer}"
         for m in range(MEMBERS):
             plan["nics"][f"52:54:00:18:{node:02x}:{m:02x}"] = f"eth{m}"
     return plan
@@ -120,17 +118,19 @@ def pick_accel(pref):
                          stderr=subprocess.PIPE)
     try:
         _, err = p.communicate(timeout=3)
-        msg = err.decode(errors="replace").strip().splitlines()
-        reason = msg[-1] if msg else f"exit {p.returncode}"
-        if pref == "kvm":
-            raise ToolError(f"--accel kvm: KVM probe failed: {reason}")
-        log(f"accel: KVM probe failed ({reason}) -> TCG (software emulation)")
-        return "tcg"
     except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-    log("accel: KVM (-cpu host)")
-    return "kvm"
+        log("accel: KVM (-cpu host)")  # still running after 3 s: KVM initialised
+        return "kvm"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    msg = err.decode(errors="replace").strip().splitlines()
+    reason = msg[-1] if msg else f"exit {p.returncode}"
+    if pref == "kvm":
+        raise ToolError(f"--accel kvm: KVM probe failed: {reason}")
+    log(f"accel: KVM probe failed ({reason}) -> TCG (software emulation)")
+    return "tcg"
 
 
 class Run:
@@ -342,12 +342,10 @@ class Run:
         log(f"{g1.name}: running {' '.join(self.o.command)!r} as "
             f"{GUEST_USER if self.o.user else 'root'} in {os.getcwd()}")
         g1.ctl.send(op="run")
-        deadline = time.monotonic() + self.o.cmd_timeout
-        while time.monotonic() < deadline:
-            status = self._wait_exit(g1, deadline - time.monotonic())
-            if status is not None:
-                log(f"{g1.name}: command exited with status {status}")
-                return status
+        status = self._wait_exit(g1, self.o.cmd_timeout)
+        if status is not None:
+            log(f"{g1.name}: command exited with status {status}")
+            return status
         warn(f"command timeout after {self.o.cmd_timeout} s (--cmd-timeout); "
              "sending SIGTERM to its process group")
         for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -397,15 +395,14 @@ class Run:
             log(f"collect: guest state saved under {self.results}/node*/")
 
     def _keep(self):
-        if self.nodes and self.fabric:
-            key = os.path.join(self.share, "keys")
-            log("--keep: guests are up; from the host:")
-            for g in self.guests:
-                addr = node_plan(g.node, self.nodes)["mgmt_addr"].split("/")[0]
-                print(f"  ip netns exec {self.fabric.ns} ssh -i {key}/id_ed25519 "
-                      f"-o UserKnownHostsFile={key}/known_hosts root@{addr}   # {g.name}",
-                      file=sys.stderr)
-            log("press Ctrl-C (or send SIGTERM) to shut down and clean up")
+        key = os.path.join(self.share, "keys")
+        log("--keep: guests are up; from the host:")
+        for g in self.guests:
+            addr = node_plan(g.node, self.nodes)["mgmt_addr"].split("/")[0]
+            print(f"  ip netns exec {self.fabric.ns} ssh -i {key}/id_ed25519 "
+                  f"-o UserKnownHostsFile={key}/known_hosts root@{addr}   # {g.name}",
+                  file=sys.stderr)
+        log("press Ctrl-C (or send SIGTERM) to shut down and clean up")
         try:
             while True:
                 for g, m in self._pump(3600):
