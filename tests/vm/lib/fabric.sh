@@ -128,7 +128,8 @@ rc_pingpong_pair() {
 
 # spread_check PORT COUNT ITERS SIZE: COUNT concurrent RC QPs complete, and on
 # every guest EACH member sent at least one QP's worth (ITERS x SIZE) of them:
-# the bond's layer3+4 hash spread the QPs (rxe picks a UDP source port per QP).
+# the bond's layer3+4 hash spread the QPs (rxe derives each QP's UDP source
+# port from its local and remote QP numbers).
 spread_check() {
     local n m d
     tx_snapshot "$CHECK_TMP/s0"
