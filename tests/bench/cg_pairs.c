@@ -11,8 +11,7 @@
  * N = 0 runs everything but the loop: callgrind-pair subtracts that run. */
 #include "mt.h"
 
-__attribute__((noinline)) void roce_bench_pairs(long n, int pair, int64_t *buf)
-{
+__attribute__((noinline)) void roce_bench_pairs(long n, int pair, int64_t *buf) {
     int64_t x = 42;
     for (long i = 0; i < n; i++) {
         if (!pair) {
@@ -30,12 +29,12 @@ __attribute__((noinline)) void roce_bench_pairs(long n, int pair, int64_t *buf)
     }
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mt_init(&argc, &argv, "cg_pairs");
     long n = argc > 1 ? atol(argv[1]) : 1000;
     int pair = argc > 2 && !strcmp(argv[2], "pair");
-    if (pair) mt_require_ranks(2);
+    if (pair)
+        mt_require_ranks(2);
     int64_t buf = 0;
     /* one untimed round first so lazy connection setup is in both runs */
     roce_bench_pairs(1, pair, &buf);

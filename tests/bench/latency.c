@@ -4,8 +4,7 @@
  * repetition is checked (this is a benchmark, the tests verify everything). */
 #include "bench.h"
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mt_init(&argc, &argv, "latency");
     mt_require_ranks(2);
     long long maxb = mt_max_bytes(1 << 20);
@@ -13,7 +12,8 @@ int main(int argc, char **argv)
     bench_header("latency (MPI_Send/MPI_Recv ping-pong, usec one way)");
     uint8_t *sb = (uint8_t *)mt_malloc((size_t)maxb), *rb = (uint8_t *)mt_malloc((size_t)maxb);
     double *v = (double *)malloc(sizeof(double) * (size_t)reps);
-    if (mt_rank == 0) printf("# %10s %12s %12s\n", "bytes", "usec", "usec_min");
+    if (mt_rank == 0)
+        printf("# %10s %12s %12s\n", "bytes", "usec", "usec_min");
     for (long long n = 0; n <= maxb; n = n ? n * 2 : 1) {
         long it = mt_iters(n <= 4096 ? 20000 : n <= 65536 ? 4000 : 400, 10);
         for (int r = 0; r < reps; r++) {
@@ -23,7 +23,8 @@ int main(int argc, char **argv)
                 int peer = 1 - mt_rank;
                 mt_fill(sb, (size_t)n, mt_seed(mt_rank, peer, r, n));
                 for (long i = -10; i < it; i++) {
-                    if (i == 0) t = MPI_Wtime();
+                    if (i == 0)
+                        t = MPI_Wtime();
                     if (mt_rank == 0) {
                         MPI_Send(sb, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
                         MPI_Recv(rb, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);

@@ -8,8 +8,7 @@
 
 enum { WIN = 64 };
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mt_init(&argc, &argv, "msgrate");
     mt_require_ranks(2);
     int reps = bench_reps();
@@ -21,7 +20,8 @@ int main(int argc, char **argv)
     int ns = 1;
     if (argc > 1) {
         ns = 0;
-        for (int a = 1; a < argc && ns < 16; a++) sizes[ns++] = mt_parse_size(argv[a], "size");
+        for (int a = 1; a < argc && ns < 16; a++)
+            sizes[ns++] = mt_parse_size(argv[a], "size");
     }
     double *v = (double *)malloc(sizeof(double) * (size_t)reps);
     for (int si = 0; si < ns; si++) {
@@ -34,12 +34,14 @@ int main(int argc, char **argv)
             double t = MPI_Wtime();
             for (long l = 0; active && l < loops; l++) {
                 if (sender) {
-                    for (int w = 0; w < WIN; w++) MPI_Isend(sb, (int)n, MPI_BYTE, peer, 5, MPI_COMM_WORLD, &rq[w]);
+                    for (int w = 0; w < WIN; w++)
+                        MPI_Isend(sb, (int)n, MPI_BYTE, peer, 5, MPI_COMM_WORLD, &rq[w]);
                     MPI_Waitall(WIN, rq, MPI_STATUSES_IGNORE);
                     MPI_Recv(NULL, 0, MPI_BYTE, peer, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 } else {
                     for (int w = 0; w < WIN; w++)
-                        MPI_Irecv(rb + (size_t)w * (size_t)n, (int)n, MPI_BYTE, peer, 5, MPI_COMM_WORLD, &rq[w]);
+                        MPI_Irecv(rb + (size_t)w * (size_t)n, (int)n, MPI_BYTE, peer, 5,
+                                  MPI_COMM_WORLD, &rq[w]);
                     MPI_Waitall(WIN, rq, MPI_STATUSES_IGNORE);
                     MPI_Send(NULL, 0, MPI_BYTE, peer, 6, MPI_COMM_WORLD);
                 }
@@ -50,13 +52,16 @@ int main(int argc, char **argv)
         }
         if (mt_rank == 0) {
             double med = bench_median(v, reps);
-            printf("msgrate,%lld,msg/s,%.0f\nmsgrate,%lld,msg/s_max,%.0f\n", n, med, n, v[reps - 1]);
-            printf("# %lld B: %.3f M msg/s (best %.3f) over %d pair(s)\n", n, med / 1e6, v[reps - 1] / 1e6, pairs);
+            printf("msgrate,%lld,msg/s,%.0f\nmsgrate,%lld,msg/s_max,%.0f\n", n, med, n,
+                   v[reps - 1]);
+            printf("# %lld B: %.3f M msg/s (best %.3f) over %d pair(s)\n", n, med / 1e6,
+                   v[reps - 1] / 1e6, pairs);
         }
         /* verified exchange */
         if (active) {
             mt_fill(sb, (size_t)n, mt_seed(mt_rank, peer, 7, n));
-            MPI_Sendrecv(sb, (int)n, MPI_BYTE, peer, 7, rb, (int)n, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Sendrecv(sb, (int)n, MPI_BYTE, peer, 7, rb, (int)n, MPI_BYTE, peer, 7,
+                         MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             mt_verify(rb, (size_t)n, mt_seed(peer, mt_rank, 7, n), "msgrate check message");
         }
         free(sb), free(rb);

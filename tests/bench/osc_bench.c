@@ -10,8 +10,7 @@
 
 enum { WIN = 64 };
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mt_init(&argc, &argv, "osc_bench");
     mt_require_ranks(2);
     long long maxb = mt_max_bytes(1 << 20);
@@ -22,8 +21,9 @@ int main(int argc, char **argv)
     char comp[64];
     osc_component_name(win, comp, sizeof comp);
     bench_header("one-sided put/get under lock_all");
-    if (mt_rank == 0) printf("# window served by osc component: %s\n# %10s %10s %10s %12s %12s\n", comp,
-                             "bytes", "put usec", "get usec", "put MB/s", "get MB/s");
+    if (mt_rank == 0)
+        printf("# window served by osc component: %s\n# %10s %10s %10s %12s %12s\n", comp, "bytes",
+               "put usec", "get usec", "put MB/s", "get MB/s");
     uint8_t *lb = (uint8_t *)mt_malloc((size_t)maxb * WIN);
     double *v = (double *)malloc(sizeof(double) * (size_t)reps);
     for (long long n = 8; n <= maxb; n *= 2) {
@@ -38,8 +38,10 @@ int main(int argc, char **argv)
                     t = MPI_Wtime();
                     if (kind < 2) {
                         for (long i = 0; i < it; i++) {
-                            if (kind == 0) MPI_Put(lb, (int)n, MPI_BYTE, 1, 0, (int)n, MPI_BYTE, win);
-                            else MPI_Get(lb, (int)n, MPI_BYTE, 1, 0, (int)n, MPI_BYTE, win);
+                            if (kind == 0)
+                                MPI_Put(lb, (int)n, MPI_BYTE, 1, 0, (int)n, MPI_BYTE, win);
+                            else
+                                MPI_Get(lb, (int)n, MPI_BYTE, 1, 0, (int)n, MPI_BYTE, win);
                             MPI_Win_flush(1, win);
                         }
                         t = (MPI_Wtime() - t) / (double)it * 1e6;
@@ -47,8 +49,10 @@ int main(int argc, char **argv)
                         for (long l = 0; l < loops; l++) {
                             for (int w = 0; w < WIN; w++) {
                                 MPI_Aint d = (MPI_Aint)w * (MPI_Aint)n;
-                                if (kind == 2) MPI_Put(lb + d, (int)n, MPI_BYTE, 1, d, (int)n, MPI_BYTE, win);
-                                else MPI_Get(lb + d, (int)n, MPI_BYTE, 1, d, (int)n, MPI_BYTE, win);
+                                if (kind == 2)
+                                    MPI_Put(lb + d, (int)n, MPI_BYTE, 1, d, (int)n, MPI_BYTE, win);
+                                else
+                                    MPI_Get(lb + d, (int)n, MPI_BYTE, 1, d, (int)n, MPI_BYTE, win);
                             }
                             MPI_Win_flush(1, win);
                         }
@@ -62,7 +66,8 @@ int main(int argc, char **argv)
             res[kind] = bench_median(v, reps);
         }
         if (mt_rank == 0) {
-            printf("osc_put_lat,%lld,usec,%.3f\nosc_get_lat,%lld,usec,%.3f\n", n, res[0], n, res[1]);
+            printf("osc_put_lat,%lld,usec,%.3f\nosc_get_lat,%lld,usec,%.3f\n", n, res[0], n,
+                   res[1]);
             printf("osc_put_bw,%lld,MB/s,%.1f\nosc_get_bw,%lld,MB/s,%.1f\n", n, res[2], n, res[3]);
             printf("# %10lld %10.3f %10.3f %12.1f %12.1f\n", n, res[0], res[1], res[2], res[3]);
         }

@@ -10,17 +10,16 @@
 
 static long long g_max;
 
-static long long pair_size(int src, int dst, long round)
-{
+static long long pair_size(int src, int dst, long round) {
     static const long long s[] = {0, 1, 64, 1000, 4096, 16411, 65536, 131075, 524288};
     long long v = s[(src * 7 + dst * 3 + round) % (long)(sizeof s / sizeof s[0])];
     return v > g_max ? g_max : v;
 }
 
-static void round_nb(long round, int late)
-{
+static void round_nb(long round, int late) {
     int n = mt_size;
-    uint8_t **sb = (uint8_t **)calloc((size_t)n, sizeof *sb), **rb = (uint8_t **)calloc((size_t)n, sizeof *rb);
+    uint8_t **sb = (uint8_t **)calloc((size_t)n, sizeof *sb),
+            **rb = (uint8_t **)calloc((size_t)n, sizeof *rb);
     MPI_Request *rq = (MPI_Request *)malloc(sizeof *rq * 2 * (size_t)n);
     MPI_Status *st = (MPI_Status *)malloc(sizeof *st * 2 * (size_t)n);
     int tag = (int)(round % 1000);
@@ -32,15 +31,18 @@ static void round_nb(long round, int late)
     }
     if (!late)
         for (int p = 0; p < n; p++)
-            MPI_Irecv(rb[p], (int)pair_size(p, mt_rank, round), MPI_BYTE, p, tag, MPI_COMM_WORLD, &rq[p]);
+            MPI_Irecv(rb[p], (int)pair_size(p, mt_rank, round), MPI_BYTE, p, tag, MPI_COMM_WORLD,
+                      &rq[p]);
     for (int i = 0; i < n; i++) {
         int p = (mt_rank + i) % n; /* everyone starts with a different peer */
-        MPI_Isend(sb[p], (int)pair_size(mt_rank, p, round), MPI_BYTE, p, tag, MPI_COMM_WORLD, &rq[n + p]);
+        MPI_Isend(sb[p], (int)pair_size(mt_rank, p, round), MPI_BYTE, p, tag, MPI_COMM_WORLD,
+                  &rq[n + p]);
     }
     if (late) {
         MPI_Barrier(MPI_COMM_WORLD);
         for (int p = n - 1; p >= 0; p--)
-            MPI_Irecv(rb[p], (int)pair_size(p, mt_rank, round), MPI_BYTE, p, tag, MPI_COMM_WORLD, &rq[p]);
+            MPI_Irecv(rb[p], (int)pair_size(p, mt_rank, round), MPI_BYTE, p, tag, MPI_COMM_WORLD,
+                      &rq[p]);
     }
     MPI_Waitall(2 * n, rq, st);
     for (int p = 0; p < n; p++) {
@@ -58,8 +60,7 @@ static void round_nb(long round, int late)
     free(st);
 }
 
-static void round_sendrecv(long round)
-{
+static void round_sendrecv(long round) {
     long long maxs = g_max < 524288 ? g_max : 524288;
     uint8_t *sb = (uint8_t *)mt_malloc((size_t)maxs), *rb = (uint8_t *)mt_malloc((size_t)maxs);
     for (int k = 1; k < mt_size; k++) {
@@ -67,7 +68,8 @@ static void round_sendrecv(long round)
         long long ss = pair_size(mt_rank, to, round), rs = pair_size(from, mt_rank, round);
         mt_fill(sb, (size_t)ss, mt_seed(mt_rank, to, 2, round));
         MPI_Status st;
-        MPI_Sendrecv(sb, (int)ss, MPI_BYTE, to, k, rb, (int)rs, MPI_BYTE, from, k, MPI_COMM_WORLD, &st);
+        MPI_Sendrecv(sb, (int)ss, MPI_BYTE, to, k, rb, (int)rs, MPI_BYTE, from, k, MPI_COMM_WORLD,
+                     &st);
         char what[128];
         snprintf(what, sizeof what, "sendrecv round %ld shift %d from rank %d", round, k, from);
         mt_check_status(&st, from, k, rs, what);
@@ -77,8 +79,7 @@ static void round_sendrecv(long round)
     free(rb);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mt_init(&argc, &argv, "all_to_all");
     g_max = mt_max_bytes(512 << 10);
     long rounds = mt_iters(20, 3);

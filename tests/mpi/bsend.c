@@ -12,8 +12,7 @@
 static const long long kSizes[] = {0, 8, 3000, 70000, 400000};
 enum { NS = sizeof kSizes / sizeof kSizes[0] };
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mt_init(&argc, &argv, "bsend");
     mt_require_ranks(2);
     long long cap = mt_max_bytes(400000);
@@ -40,16 +39,17 @@ int main(int argc, char **argv)
                     MPI_Ibsend(b, (int)n, MPI_BYTE, 1, 6, MPI_COMM_WORLD, &rq[nrq++]);
                 else
                     MPI_Bsend(b, (int)n, MPI_BYTE, 1, 6, MPI_COMM_WORLD);
-                if (i % 2) MPI_Wait(&rq[nrq - 1], MPI_STATUS_IGNORE); /* local completion */
-                memset(b, 0xAB, (size_t)n); /* the buffer is ours again */
+                if (i % 2)
+                    MPI_Wait(&rq[nrq - 1], MPI_STATUS_IGNORE); /* local completion */
+                memset(b, 0xAB, (size_t)n);                    /* the buffer is ours again */
             }
             int done = 1;
             MPI_Send(&done, 1, MPI_INT, 1, 7, MPI_COMM_WORLD);
             void *det = NULL;
             int detsize = 0;
             MPI_Buffer_detach(&det, &detsize);
-            MT_CHECK(det == att && detsize == total, "Buffer_detach gave %p/%d, attached %p/%d", det,
-                     detsize, att, total);
+            MT_CHECK(det == att && detsize == total, "Buffer_detach gave %p/%d, attached %p/%d",
+                     det, detsize, att, total);
             free(att), free(b), free(rq);
         } else if (mt_rank == 1) {
             int done = 0;
@@ -61,7 +61,8 @@ int main(int argc, char **argv)
                 MPI_Recv(b, (int)cap, MPI_BYTE, 0, 6, MPI_COMM_WORLD, &st);
                 char what[64];
                 snprintf(what, sizeof what, "bsend message %ld (%lld B)", i, n);
-                if (mt_check_status(&st, 0, 6, n, what)) mt_verify(b, (size_t)n, mt_seed(0, 1, (int)it, i), what);
+                if (mt_check_status(&st, 0, 6, n, what))
+                    mt_verify(b, (size_t)n, mt_seed(0, 1, (int)it, i), what);
             }
             free(b);
         }

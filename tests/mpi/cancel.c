@@ -8,10 +8,13 @@
  */
 #include "mt.h"
 
-static void cancel_unmatched(long it)
-{
+static void cancel_unmatched(long it) {
     int peer = mt_rank ^ 1;
-    if (peer >= mt_size) { MPI_Barrier(MPI_COMM_WORLD); MPI_Barrier(MPI_COMM_WORLD); return; }
+    if (peer >= mt_size) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Barrier(MPI_COMM_WORLD);
+        return;
+    }
     int64_t v = -5, w = -6;
     MPI_Request rq;
     MPI_Status st;
@@ -30,13 +33,14 @@ static void cancel_unmatched(long it)
     MPI_Isend(&x, 1, MPI_INT64_T, peer, 11, MPI_COMM_WORLD, &sr);
     MPI_Recv(&w, 1, MPI_INT64_T, src, 11, MPI_COMM_WORLD, &st);
     MPI_Wait(&sr, MPI_STATUS_IGNORE);
-    MT_CHECK(w == 300 + peer && v == -5, "after cancel: new receive got %lld (expected %d), the "
-             "cancelled buffer holds %lld", (long long)w, 300 + peer, (long long)v);
+    MT_CHECK(w == 300 + peer && v == -5,
+             "after cancel: new receive got %lld (expected %d), the "
+             "cancelled buffer holds %lld",
+             (long long)w, 300 + peer, (long long)v);
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
-static void cancel_persistent(long it)
-{
+static void cancel_persistent(long it) {
     int64_t v = -1;
     MPI_Request rq;
     MPI_Status st;
@@ -55,17 +59,19 @@ static void cancel_persistent(long it)
     MPI_Send(&x, 1, MPI_INT64_T, mt_rank, 12, MPI_COMM_WORLD);
     MPI_Wait(&rq, &st);
     MPI_Test_cancelled(&st, &c);
-    MT_CHECK(!c && v == 77 + it && st.MPI_SOURCE == mt_rank, "persistent receive after cancels: "
-             "cancelled=%d value %lld source %d", c, (long long)v, st.MPI_SOURCE);
+    MT_CHECK(!c && v == 77 + it && st.MPI_SOURCE == mt_rank,
+             "persistent receive after cancels: "
+             "cancelled=%d value %lld source %d",
+             c, (long long)v, st.MPI_SOURCE);
     MPI_Request_free(&rq);
 }
 
 /* race: receive posted, the message sent, then cancel */
-static void cancel_race(long it)
-{
+static void cancel_race(long it) {
     int peer = mt_rank ^ 1;
     if (peer >= mt_size) { /* the same four barriers as the others */
-        for (int k = 0; k < 4; k++) MPI_Barrier(MPI_COMM_WORLD);
+        for (int k = 0; k < 4; k++)
+            MPI_Barrier(MPI_COMM_WORLD);
         return;
     }
     int64_t v = -1, w = -1, x = 500 + it * 10 + mt_rank;
@@ -74,7 +80,8 @@ static void cancel_race(long it)
     MPI_Irecv(&v, 1, MPI_INT64_T, peer, 13, MPI_COMM_WORLD, &rq);
     MPI_Barrier(MPI_COMM_WORLD);
     MPI_Isend(&x, 1, MPI_INT64_T, peer, 13, MPI_COMM_WORLD, &sr);
-    if (it % 2) MPI_Barrier(MPI_COMM_WORLD); /* odd rounds: the message surely arrived */
+    if (it % 2)
+        MPI_Barrier(MPI_COMM_WORLD); /* odd rounds: the message surely arrived */
     MPI_Cancel(&rq);
     MPI_Wait(&rq, &st);
     int c = 0;
@@ -88,10 +95,12 @@ static void cancel_race(long it)
     } else {
         MT_CHECK(v == expect && st.MPI_SOURCE == peer && st.MPI_TAG == 13,
                  "receive not cancelled (it had matched) but holds %lld from %d tag %d, expected "
-                 "%lld", (long long)v, st.MPI_SOURCE, st.MPI_TAG, (long long)expect);
+                 "%lld",
+                 (long long)v, st.MPI_SOURCE, st.MPI_TAG, (long long)expect);
     }
     MPI_Wait(&sr, MPI_STATUS_IGNORE);
-    if (!(it % 2)) MPI_Barrier(MPI_COMM_WORLD);
+    if (!(it % 2))
+        MPI_Barrier(MPI_COMM_WORLD);
     /* nothing left over: an Iprobe after a barrier finds no tag-13 message */
     MPI_Barrier(MPI_COMM_WORLD);
     int flag = 0;
@@ -100,8 +109,7 @@ static void cancel_race(long it)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mt_init(&argc, &argv, "cancel");
     long iters = mt_iters(50, 4);
     for (long it = 0; it < iters; it++) {

@@ -33,8 +33,7 @@ typedef struct {
 
 enum { DT_VECTOR, DT_INDEXED, DT_STRUCT, DT_HVECTOR_RESIZED, DT_NLAYOUTS };
 
-static void dt_finish_layout(dt_layout *l, MPI_Datatype t, MPI_Aint extent)
-{
+static void dt_finish_layout(dt_layout *l, MPI_Datatype t, MPI_Aint extent) {
     MPI_Datatype r;
     MPI_Aint lb, ext;
     MPI_Type_create_resized(t, 0, extent, &r);
@@ -44,7 +43,8 @@ static void dt_finish_layout(dt_layout *l, MPI_Datatype t, MPI_Aint extent)
     l->type = r;
     l->extent = ext;
     l->payload = 0;
-    for (int b = 0; b < l->nblk; b++) l->payload += l->len[b];
+    for (int b = 0; b < l->nblk; b++)
+        l->payload += l->len[b];
     int sz = 0;
     MPI_Type_size(r, &sz);
     if (sz != l->payload || ext != extent || lb != 0) {
@@ -55,8 +55,7 @@ static void dt_finish_layout(dt_layout *l, MPI_Datatype t, MPI_Aint extent)
 }
 
 /* Builds layout `which`. Free with dt_free. */
-static MT_UNUSED void dt_make(int which, dt_layout *l)
-{
+static MT_UNUSED void dt_make(int which, dt_layout *l) {
     MPI_Datatype t;
     memset(l, 0, sizeof *l);
     switch (which) {
@@ -101,7 +100,8 @@ static MT_UNUSED void dt_make(int which, dt_layout *l)
         l->name = "hvector-bytes";
         MPI_Type_create_hvector(4, 1, 3, MPI_BYTE, &t);
         l->nblk = 4;
-        for (int b = 0; b < 4; b++) l->off[b] = 3 * b, l->len[b] = 1;
+        for (int b = 0; b < 4; b++)
+            l->off[b] = 3 * b, l->len[b] = 1;
         dt_finish_layout(l, t, 13);
         break;
     }
@@ -110,19 +110,16 @@ static MT_UNUSED void dt_make(int which, dt_layout *l)
     }
 }
 
-static MT_UNUSED void dt_free(dt_layout *l)
-{
+static MT_UNUSED void dt_free(dt_layout *l) {
     MPI_Type_free(&l->type);
 }
 
 /* Bytes of buffer needed for count elements (or count bytes if l == NULL). */
-static MT_UNUSED size_t dt_span(const dt_layout *l, long count)
-{
+static MT_UNUSED size_t dt_span(const dt_layout *l, long count) {
     return l ? (size_t)(count * l->extent) : (size_t)count;
 }
 
-static MT_UNUSED size_t dt_payload(const dt_layout *l, long count)
-{
+static MT_UNUSED size_t dt_payload(const dt_layout *l, long count) {
     return l ? (size_t)count * (size_t)l->payload : (size_t)count;
 }
 
@@ -132,8 +129,7 @@ static MT_UNUSED size_t dt_payload(const dt_layout *l, long count)
  * rl and sl is NULL (contiguous), or both are the same layout: then payload
  * byte positions coincide, so the check runs block by block. */
 static MT_UNUSED int dt_verify(const uint8_t *rbuf, const dt_layout *rl, long rcount,
-                               const dt_layout *sl, uint64_t seed, uint8_t gap, const char *what)
-{
+                               const dt_layout *sl, uint64_t seed, uint8_t gap, const char *what) {
     const dt_layout *l = rl ? rl : sl;
     size_t n = dt_payload(rl, rcount);
     size_t bad = 0, first = 0, first_pos = 0;
@@ -142,7 +138,8 @@ static MT_UNUSED int dt_verify(const uint8_t *rbuf, const dt_layout *rl, long rc
         fprintf(stderr, "dt_verify: two different non-contiguous layouts are not supported\n");
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
-    if (!l) return mt_verify(rbuf, n, seed, what); /* both contiguous */
+    if (!l)
+        return mt_verify(rbuf, n, seed, what); /* both contiguous */
     long elems = (long)(n / (size_t)l->payload);
     size_t j = 0; /* payload offset */
     for (long e = 0; e < elems; e++) {
@@ -172,12 +169,15 @@ static MT_UNUSED int dt_verify(const uint8_t *rbuf, const dt_layout *rl, long rc
             for (int b = 0; b <= rl->nblk; b++) {
                 size_t end = b < rl->nblk ? (size_t)rl->off[b] : (size_t)rl->extent;
                 for (size_t i = at; i < end; i++)
-                    if (rbuf[base + i] != gap && gbad++ == 0) gfirst = base + i;
-                if (b < rl->nblk) at = (size_t)rl->off[b] + (size_t)rl->len[b];
+                    if (rbuf[base + i] != gap && gbad++ == 0)
+                        gfirst = base + i;
+                if (b < rl->nblk)
+                    at = (size_t)rl->off[b] + (size_t)rl->len[b];
             }
         }
         if (!mt_counted(gbad == 0)) {
-            if (gbad == 0) gfirst = 0; /* injected fault */
+            if (gbad == 0)
+                gfirst = 0; /* injected fault */
             mt_fail("%s: %zu bytes in the datatype's holes were written (first at offset %zu: "
                     "0x%02x, expected untouched 0x%02x)",
                     what, gbad, gfirst, rbuf[gfirst], gap);

@@ -17,14 +17,12 @@ enum { NSIZES = sizeof kSizes / sizeof kSizes[0] };
 static long long g_max;
 static long g_msgs; /* messages per sender per phase */
 
-static long long msg_size(long i)
-{
+static long long msg_size(long i) {
     long long s = kSizes[i % NSIZES];
     return s > g_max ? g_max : s;
 }
 
-static void phase(int p)
-{
+static void phase(int p) {
     int nsend = mt_size - 1;
     if (mt_rank != 0) {
         uint8_t **bufs = (uint8_t **)calloc((size_t)g_msgs, sizeof *bufs);
@@ -34,13 +32,16 @@ static void phase(int p)
             bufs[i] = (uint8_t *)mt_malloc((size_t)n);
             mt_fill(bufs[i], (size_t)n, mt_seed(mt_rank, 0, p, i));
         }
-        if (p == 0) MPI_Barrier(MPI_COMM_WORLD); /* rank 0 has posted everything */
+        if (p == 0)
+            MPI_Barrier(MPI_COMM_WORLD); /* rank 0 has posted everything */
         for (long i = 0; i < g_msgs; i++)
             MPI_Isend(bufs[i], (int)msg_size(i + mt_rank), MPI_BYTE, 0, (int)i, MPI_COMM_WORLD,
                       &rq[i]);
-        if (p != 0) MPI_Barrier(MPI_COMM_WORLD); /* sent before rank 0 posts */
+        if (p != 0)
+            MPI_Barrier(MPI_COMM_WORLD); /* sent before rank 0 posts */
         MPI_Waitall((int)g_msgs, rq, MPI_STATUSES_IGNORE);
-        for (long i = 0; i < g_msgs; i++) free(bufs[i]);
+        for (long i = 0; i < g_msgs; i++)
+            free(bufs[i]);
         free(bufs);
         free(rq);
         return;
@@ -51,9 +52,11 @@ static void phase(int p)
     MPI_Status *st = (MPI_Status *)malloc(sizeof *st * (size_t)total);
     long long maxn = 0;
     for (int i = 0; i < NSIZES; i++)
-        if (msg_size(i) > maxn) maxn = msg_size(i);
+        if (msg_size(i) > maxn)
+            maxn = msg_size(i);
     if (p != 2) {
-        if (p == 1) MPI_Barrier(MPI_COMM_WORLD);
+        if (p == 1)
+            MPI_Barrier(MPI_COMM_WORLD);
         for (int s = 1; s < mt_size; s++)
             for (long i = 0; i < g_msgs; i++) {
                 long k = (s - 1) * g_msgs + i;
@@ -61,7 +64,8 @@ static void phase(int p)
                 MPI_Irecv(bufs[k], (int)msg_size(i + s), MPI_BYTE, s, (int)i, MPI_COMM_WORLD,
                           &rq[k]);
             }
-        if (p == 0) MPI_Barrier(MPI_COMM_WORLD);
+        if (p == 0)
+            MPI_Barrier(MPI_COMM_WORLD);
         MPI_Waitall((int)total, rq, st);
         for (int s = 1; s < mt_size; s++)
             for (long i = 0; i < g_msgs; i++) {
@@ -90,8 +94,10 @@ static void phase(int p)
                 continue;
             /* receives complete in posting order for one sender: its tags
              * must come 0, 1, 2, ... */
-            MT_CHECK(tag == next[s], "wildcard receive %ld: from rank %d got tag %d, expected %ld "
-                     "(per-sender order broken or a message duplicated/lost)", k, s, tag, next[s]);
+            MT_CHECK(tag == next[s],
+                     "wildcard receive %ld: from rank %d got tag %d, expected %ld "
+                     "(per-sender order broken or a message duplicated/lost)",
+                     k, s, tag, next[s]);
             next[s] = tag + 1;
             char what[128];
             snprintf(what, sizeof what, "wildcard receive %ld: message %d from rank %d", k, tag, s);
@@ -104,14 +110,14 @@ static void phase(int p)
                      next[s], s, g_msgs);
         free(next);
     }
-    for (long k = 0; k < total; k++) free(bufs[k]);
+    for (long k = 0; k < total; k++)
+        free(bufs[k]);
     free(bufs);
     free(rq);
     free(st);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mt_init(&argc, &argv, "many_to_one");
     mt_require_ranks(2);
     g_max = mt_max_bytes(1 << 20);
@@ -120,7 +126,9 @@ int main(int argc, char **argv)
     for (long r = 0; r < reps; r++)
         for (int p = 0; p < 3; p++) {
             mt_step("repeat %ld phase %d (%s)", r, p,
-                    p == 0 ? "receives posted first" : p == 1 ? "all unexpected" : "wildcards");
+                    p == 0   ? "receives posted first"
+                    : p == 1 ? "all unexpected"
+                             : "wildcards");
             phase(p);
         }
     return mt_finish();

@@ -19,13 +19,14 @@ static uint8_t *g_base;
 enum { NCOUNTERS = 8, SLOT = 256 };
 #define SLOTS_OFF (NCOUNTERS * 8)
 /* the window's displacement unit is 1 byte: counter i is at byte 8*i */
-#define CTR(i) ((MPI_Aint)(i) * 8)
-#define BIG_OFF(n) (SLOTS_OFF + (n) * SLOT)
+#define CTR(i) ((MPI_Aint)(i)*8)
+#define BIG_OFF(n) (SLOTS_OFF + (n)*SLOT)
 
-static int64_t *counters(void) { return (int64_t *)g_base; }
+static int64_t *counters(void) {
+    return (int64_t *)g_base;
+}
 
-static void reset_window(void)
-{
+static void reset_window(void) {
     MPI_Win_lock(MPI_LOCK_EXCLUSIVE, mt_rank, 0, g_win);
     memset(g_base, 0, (size_t)BIG_OFF(mt_size));
     memset(g_base + BIG_OFF(mt_size), 0xEE, (size_t)g_big);
@@ -35,8 +36,7 @@ static void reset_window(void)
 
 /* lock_all: every rank puts a pattern into its slot on every target, flushes,
  * then gets it back from every target and compares. */
-static void put_get_lock_all(long it)
-{
+static void put_get_lock_all(long it) {
     int n = mt_size;
     uint8_t *src = (uint8_t *)mt_malloc(SLOT), *dst = (uint8_t *)mt_malloc(SLOT);
     MPI_Win_lock_all(0, g_win);
@@ -52,7 +52,8 @@ static void put_get_lock_all(long it)
     for (int p = 0; p < n; p++) {
         int len = 1 + (int)((mt_rank * 37 + it * 11 + p) % SLOT);
         char what[96];
-        snprintf(what, sizeof what, "lock_all put from rank %d (%d B), seen in target memory", p, len);
+        snprintf(what, sizeof what, "lock_all put from rank %d (%d B), seen in target memory", p,
+                 len);
         mt_verify(g_base + SLOTS_OFF + p * SLOT, (size_t)len, mt_seed(p, mt_rank, 20, it), what);
     }
     MPI_Win_lock_all(0, g_win);
@@ -73,8 +74,7 @@ static void put_get_lock_all(long it)
 
 /* accumulate, fetch_and_op and compare_and_swap on counters of rank 0 and of
  * the last rank, concurrently from every rank */
-static void atomics_lock_all(long it, long k)
-{
+static void atomics_lock_all(long it, long k) {
     int n = mt_size, tgts[2] = {0, mt_size - 1};
     int64_t one = 1, old = 0;
     int64_t *seen = (int64_t *)malloc(sizeof(int64_t) * (size_t)k);
@@ -86,7 +86,8 @@ static void atomics_lock_all(long it, long k)
             MPI_Accumulate(&v, 1, MPI_INT64_T, t, CTR(0), 1, MPI_INT64_T, MPI_SUM, g_win);
             MPI_Fetch_and_op(&one, &old, MPI_INT64_T, t, CTR(1), MPI_SUM, g_win);
             MPI_Win_flush(t, g_win);
-            if (ti == 0) seen[i] = old;
+            if (ti == 0)
+                seen[i] = old;
             /* compare_and_swap: increment counter 2 by CAS retry loop */
             int64_t cur = 0, res = -1;
             MPI_Fetch_and_op(NULL, &cur, MPI_INT64_T, t, CTR(2), MPI_NO_OP, g_win);
@@ -95,7 +96,8 @@ static void atomics_lock_all(long it, long k)
                 int64_t want = cur + 1;
                 MPI_Compare_and_swap(&want, &cur, &res, MPI_INT64_T, t, CTR(2), g_win);
                 MPI_Win_flush(t, g_win);
-                if (res == cur) break;
+                if (res == cur)
+                    break;
                 cur = res;
                 if (tries > 1000000) {
                     mt_fail("compare_and_swap on rank %d: no success in 1e6 tries", t);
@@ -110,14 +112,17 @@ static void atomics_lock_all(long it, long k)
     long times = tgts[0] == tgts[1] ? 2 : 1;
     int64_t acc_expect = (int64_t)k * n * (n + 1) / 2 * times;
     for (int ti = 0; ti < 2; ti++) {
-        if (mt_rank != tgts[ti] || (ti == 1 && times == 2)) continue;
+        if (mt_rank != tgts[ti] || (ti == 1 && times == 2))
+            continue;
         MPI_Win_lock(MPI_LOCK_SHARED, mt_rank, 0, g_win);
         MT_CHECK(counters()[0] == acc_expect, "accumulate SUM on rank %d: %lld, expected %lld",
                  mt_rank, (long long)counters()[0], (long long)acc_expect);
         MT_CHECK(counters()[1] == k * n * times, "fetch_and_op SUM on rank %d: %lld, expected %ld",
                  mt_rank, (long long)counters()[1], k * n * times);
-        MT_CHECK(counters()[2] == k * n * times, "compare_and_swap increments on rank %d: %lld, "
-                 "expected %ld", mt_rank, (long long)counters()[2], k * n * times);
+        MT_CHECK(counters()[2] == k * n * times,
+                 "compare_and_swap increments on rank %d: %lld, "
+                 "expected %ld",
+                 mt_rank, (long long)counters()[2], k * n * times);
         MPI_Win_unlock(mt_rank, g_win);
     }
     /* fetched old values of rank 0's counter 1 across all ranks are exactly 0..k*n-1 */
@@ -127,10 +132,13 @@ static void atomics_lock_all(long it, long k)
         uint8_t *hit = (uint8_t *)calloc((size_t)(k * n), 1);
         long bad = 0;
         for (long i = 0; i < k * n; i++) {
-            if (all[i] < 0 || all[i] >= k * n || hit[all[i]]++) bad++;
+            if (all[i] < 0 || all[i] >= k * n || hit[all[i]]++)
+                bad++;
         }
-        MT_CHECK(bad == 0, "fetch_and_op returned %ld duplicate or impossible old values (atomicity "
-                 "broken)", bad);
+        MT_CHECK(bad == 0,
+                 "fetch_and_op returned %ld duplicate or impossible old values (atomicity "
+                 "broken)",
+                 bad);
         free(hit);
         free(all);
     }
@@ -140,8 +148,7 @@ static void atomics_lock_all(long it, long k)
 
 /* fence epochs: put to the right neighbour, get from the left, accumulate into
  * everyone's counter 3 */
-static void fence_ops(long it)
-{
+static void fence_ops(long it) {
     int n = mt_size, right = (mt_rank + 1) % n, left = (mt_rank + n - 1) % n;
     uint8_t *src = (uint8_t *)mt_malloc(SLOT), *dst = (uint8_t *)mt_malloc(SLOT);
     mt_fill(src, SLOT, mt_seed(mt_rank, right, 21, it));
@@ -154,10 +161,12 @@ static void fence_ops(long it)
     mt_verify(g_base + SLOTS_OFF + left * SLOT, SLOT, mt_seed(left, mt_rank, 21, it),
               "fence put from the left neighbour");
     int64_t e = 0;
-    for (int r = 0; r < n; r++) e += 10 + r;
+    for (int r = 0; r < n; r++)
+        e += 10 + r;
     MT_CHECK(counters()[3] == e * (it + 1), "fence accumulate: counter %lld, expected %lld",
              (long long)counters()[3], (long long)(e * (it + 1)));
-    MPI_Get(dst, SLOT, MPI_BYTE, left, SLOTS_OFF + ((left + n - 1) % n) * SLOT, SLOT, MPI_BYTE, g_win);
+    MPI_Get(dst, SLOT, MPI_BYTE, left, SLOTS_OFF + ((left + n - 1) % n) * SLOT, SLOT, MPI_BYTE,
+            g_win);
     MPI_Win_fence(0, g_win);
     mt_verify(dst, SLOT, mt_seed((left + n - 1) % n, left, 21, it),
               "fence get of what the left neighbour received");
@@ -166,8 +175,7 @@ static void fence_ops(long it)
 }
 
 /* large put and get (through the btl's RDMA or the pipeline) */
-static void big_put_get(long long bytes, long it)
-{
+static void big_put_get(long long bytes, long it) {
     int n = mt_size, right = (mt_rank + 1) % n, left = (mt_rank + n - 1) % n;
     uint8_t *src = (uint8_t *)mt_malloc((size_t)bytes), *dst = (uint8_t *)mt_malloc((size_t)bytes);
     mt_fill(src, (size_t)bytes, mt_seed(mt_rank, right, 22, it + bytes));
@@ -191,8 +199,7 @@ static void big_put_get(long long bytes, long it)
     free(dst);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mt_init(&argc, &argv, "osc");
     g_big = mt_max_bytes(4 << 20);
     MPI_Aint winsize = BIG_OFF(mt_size) + g_big;
@@ -200,11 +207,12 @@ int main(int argc, char **argv)
     MPI_Win_allocate(winsize, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &g_base, &g_win);
     char comp[64];
     osc_component_name(g_win, comp, sizeof comp);
-    if (mt_rank == 0) printf("osc: window served by osc component: %s\n", comp);
+    if (mt_rank == 0)
+        printf("osc: window served by osc component: %s\n", comp);
     const char *want = getenv("ROCE_TEST_EXPECT_OSC");
     if (want && *want)
-        MT_CHECK(strcmp(want, comp) == 0, "ROCE_TEST_EXPECT_OSC=%s but the window is served by osc %s",
-                 want, comp);
+        MT_CHECK(strcmp(want, comp) == 0,
+                 "ROCE_TEST_EXPECT_OSC=%s but the window is served by osc %s", want, comp);
     reset_window();
     long iters = mt_iters(5, 1), k = mt_iters(50, 5);
     for (long it = 0; it < iters; it++) {

@@ -25,20 +25,22 @@
 #include <string.h>
 
 /* Writes the component name ("rdma", "sm", ...) into out. */
-static void osc_component_name(MPI_Win win, char *out, size_t outlen)
-{
+static void osc_component_name(MPI_Win win, char *out, size_t outlen) {
     snprintf(out, outlen, "unknown");
 #ifdef OSC_WHICH_OMPI
     struct ompi_win_t *w = (struct ompi_win_t *)win;
     Dl_info di;
-    if (!w || !w->w_osc_module || !w->w_osc_module->osc_put) return;
-    if (!dladdr((void *)w->w_osc_module->osc_put, &di) || !di.dli_fname) return;
+    if (!w || !w->w_osc_module || !w->w_osc_module->osc_put)
+        return;
+    if (!dladdr((void *)w->w_osc_module->osc_put, &di) || !di.dli_fname)
+        return;
     const char *base = strrchr(di.dli_fname, '/');
     base = base ? base + 1 : di.dli_fname;
     if (strncmp(base, "mca_osc_", 8) == 0) {
         snprintf(out, outlen, "%s", base + 8);
         char *dot = strchr(out, '.');
-        if (dot) *dot = '\0';
+        if (dot)
+            *dot = '\0';
     } else {
         snprintf(out, outlen, "in %s", base); /* built into libmpi */
     }

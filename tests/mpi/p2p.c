@@ -22,37 +22,41 @@ enum { GUARD = 64, GAP = 0xEE };
 #define BIG_BYTES (4LL << 20)
 
 /* How many ranks (0..n-1) take part in a message of this payload size. */
-static int participants(long long bytes)
-{
+static int participants(long long bytes) {
     return bytes > BIG_BYTES && mt_size > 2 ? 2 : mt_size;
 }
 
 static long long g_max;
 
-static int build_sizes(long long *sz, int cap)
-{
+static int build_sizes(long long *sz, int cap) {
     int n = 0;
     sz[n++] = 0;
     for (int k = 0; k <= 26; k++) {
         long long p = 1LL << k;
-        if (p - 1 > 0 && p - 1 != 1 && p - 1 <= g_max) sz[n++] = p - 1;
-        if (p <= g_max) sz[n++] = p;
-        if (k <= 16 && k >= 2 && p + 1 <= g_max) sz[n++] = p + 1;
-        if (n >= cap - 4) break;
+        if (p - 1 > 0 && p - 1 != 1 && p - 1 <= g_max)
+            sz[n++] = p - 1;
+        if (p <= g_max)
+            sz[n++] = p;
+        if (k <= 16 && k >= 2 && p + 1 <= g_max)
+            sz[n++] = p + 1;
+        if (n >= cap - 4)
+            break;
     }
     long long odd[] = {12345, 1000003, (64LL << 20) - 3};
     for (unsigned i = 0; i < sizeof odd / sizeof odd[0]; i++)
-        if (odd[i] <= g_max) sz[n++] = odd[i];
+        if (odd[i] <= g_max)
+            sz[n++] = odd[i];
     return n;
 }
 
 /* Blocking exchange with the partner rank^1 (or self through Sendrecv). */
-static void contig_blocking(long long size, int step, uint8_t *sbuf, uint8_t *rbuf)
-{
+static void contig_blocking(long long size, int step, uint8_t *sbuf, uint8_t *rbuf) {
     int np = participants(size);
-    if (mt_rank >= np) return;
+    if (mt_rank >= np)
+        return;
     int partner = mt_rank ^ 1;
-    if (partner >= np) partner = mt_rank;
+    if (partner >= np)
+        partner = mt_rank;
     uint64_t sseed = mt_seed(mt_rank, partner, step, size);
     uint64_t rseed = mt_seed(partner, mt_rank, step, size);
     mt_fill(sbuf, (size_t)size, sseed);
@@ -78,11 +82,11 @@ static void contig_blocking(long long size, int step, uint8_t *sbuf, uint8_t *rb
 
 /* Ring: send to rank+1, receive from rank-1; recv_first chooses whether the
  * receive is posted before the send. */
-static void contig_ring(long long size, int step, int recv_first, uint8_t *sbuf, uint8_t *rbuf)
-{
+static void contig_ring(long long size, int step, int recv_first, uint8_t *sbuf, uint8_t *rbuf) {
     int np = participants(size);
     if (mt_rank >= np) {
-        if (!recv_first) MPI_Barrier(MPI_COMM_WORLD);
+        if (!recv_first)
+            MPI_Barrier(MPI_COMM_WORLD);
         return;
     }
     int to = (mt_rank + 1) % np, from = (mt_rank + np - 1) % np;
@@ -113,10 +117,10 @@ static void contig_ring(long long size, int step, int recv_first, uint8_t *sbuf,
 
 /* Non-contiguous: kind 0 = type->type (blocking pairs), 1 = type->bytes,
  * 2 = bytes->type (both nonblocking ring). */
-static void noncontig(const dt_layout *l, long count, int kind, int step)
-{
+static void noncontig(const dt_layout *l, long count, int kind, int step) {
     int np = participants((long long)dt_payload(l, count));
-    if (mt_rank >= np) return;
+    if (mt_rank >= np)
+        return;
     const dt_layout *sl = kind == 2 ? NULL : l;
     const dt_layout *rl = kind == 1 ? NULL : l;
     long scount = sl ? count : (long)dt_payload(l, count);
@@ -127,7 +131,8 @@ static void noncontig(const dt_layout *l, long count, int kind, int step)
     int to, from;
     if (kind == 0) {
         to = from = mt_rank ^ 1;
-        if (to >= np) to = from = mt_rank;
+        if (to >= np)
+            to = from = mt_rank;
     } else {
         to = (mt_rank + 1) % np;
         from = (mt_rank + np - 1) % np;
@@ -168,15 +173,15 @@ static void noncontig(const dt_layout *l, long count, int kind, int step)
     free(rbuf);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mt_init(&argc, &argv, "p2p");
     g_max = mt_max_bytes(64LL << 20);
     long long sizes[128];
     int nsizes = build_sizes(sizes, 128);
     long long biggest = 0;
     for (int i = 0; i < nsizes; i++)
-        if (sizes[i] > biggest) biggest = sizes[i];
+        if (sizes[i] > biggest)
+            biggest = sizes[i];
     uint8_t *sbuf = (uint8_t *)mt_malloc((size_t)biggest + GUARD);
     uint8_t *rbuf = (uint8_t *)mt_malloc((size_t)biggest + GUARD);
     int step = 0;
@@ -204,14 +209,18 @@ int main(int argc, char **argv)
          * counts, then the largest count that fits the cap */
         /* the vector goes up to the full cap; the others (slow to pack: many
          * small blocks) to 8 MiB, the 1-byte-block hvector to 1 MiB */
-        long long cap = t == DT_VECTOR ? g_max : t == DT_HVECTOR_RESIZED ? (1LL << 20) : (8LL << 20);
-        if (cap > g_max) cap = g_max;
+        long long cap = t == DT_VECTOR            ? g_max
+                        : t == DT_HVECTOR_RESIZED ? (1LL << 20)
+                                                  : (8LL << 20);
+        if (cap > g_max)
+            cap = g_max;
         long counts[32], nc = 0;
         for (long count = 1; (long long)dt_payload(&l, count) <= cap && nc < 30;
              count = count < 4 ? count + 1 : count * 4 + 1)
             counts[nc++] = count;
         long top = (long)(cap / l.payload);
-        if (nc > 0 && top > counts[nc - 1]) counts[nc++] = top;
+        if (nc > 0 && top > counts[nc - 1])
+            counts[nc++] = top;
         for (long c = 0; c < nc; c++) {
             for (int kind = 0; kind < 3; kind++) {
                 mt_step("%s kind %d count %ld", l.name, kind, counts[c]);

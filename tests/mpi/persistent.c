@@ -14,8 +14,7 @@
 
 static const long long kSizes[] = {0, 16, 2000, 8192, 300000};
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mt_init(&argc, &argv, "persistent");
     long long cap = mt_max_bytes(300000);
     long iters = mt_iters(100, 5);
@@ -30,7 +29,8 @@ int main(int argc, char **argv)
             if (mode == 2 && n > 2000 && !mt_strict()) {
                 if (mt_rank == 0)
                     printf("persistent: known ob1 deviation: bsend_init %lld B not run (restarts "
-                           "resend stale data on ob1 4.1.4; ROCE_TEST_STRICT=1 runs it)\n", n);
+                           "resend stale data on ob1 4.1.4; ROCE_TEST_STRICT=1 runs it)\n",
+                           n);
                 continue;
             }
             mt_step("%s %lld B", names[mode], n);
@@ -38,10 +38,18 @@ int main(int argc, char **argv)
             MPI_Request rq[2];
             MPI_Recv_init(r, (int)n, MPI_BYTE, from, mode, MPI_COMM_WORLD, &rq[0]);
             switch (mode) {
-            case 0: MPI_Send_init(s, (int)n, MPI_BYTE, to, mode, MPI_COMM_WORLD, &rq[1]); break;
-            case 1: MPI_Ssend_init(s, (int)n, MPI_BYTE, to, mode, MPI_COMM_WORLD, &rq[1]); break;
-            case 2: MPI_Bsend_init(s, (int)n, MPI_BYTE, to, mode, MPI_COMM_WORLD, &rq[1]); break;
-            default: MPI_Rsend_init(s, (int)n, MPI_BYTE, to, mode, MPI_COMM_WORLD, &rq[1]); break;
+            case 0:
+                MPI_Send_init(s, (int)n, MPI_BYTE, to, mode, MPI_COMM_WORLD, &rq[1]);
+                break;
+            case 1:
+                MPI_Ssend_init(s, (int)n, MPI_BYTE, to, mode, MPI_COMM_WORLD, &rq[1]);
+                break;
+            case 2:
+                MPI_Bsend_init(s, (int)n, MPI_BYTE, to, mode, MPI_COMM_WORLD, &rq[1]);
+                break;
+            default:
+                MPI_Rsend_init(s, (int)n, MPI_BYTE, to, mode, MPI_COMM_WORLD, &rq[1]);
+                break;
             }
             for (long it = 0; it < iters; it++) {
                 mt_fill(s, (size_t)n, mt_seed(mt_rank, to, mode * 16 + (int)si, it));
@@ -60,17 +68,21 @@ int main(int argc, char **argv)
                     MPI_Start(&rq[1]);
                     MPI_Start(&rq[0]);
                     int done = 0;
-                    while (!done) MPI_Testall(2, rq, &done, st);
+                    while (!done)
+                        MPI_Testall(2, rq, &done, st);
                 }
                 char what[96];
-                snprintf(what, sizeof what, "%s %lld B, start #%ld, from rank %d", names[mode], n, it, from);
+                snprintf(what, sizeof what, "%s %lld B, start #%ld, from rank %d", names[mode], n,
+                         it, from);
                 if (mt_check_status(&st[0], from, mode, n, what))
                     mt_verify(r, (size_t)n, mt_seed(from, mt_rank, mode * 16 + (int)si, it), what);
-                if (mode == 3) MPI_Barrier(MPI_COMM_WORLD); /* next Rsend only after next receive */
+                if (mode == 3)
+                    MPI_Barrier(MPI_COMM_WORLD); /* next Rsend only after next receive */
             }
             MPI_Request_free(&rq[0]);
             MPI_Request_free(&rq[1]);
-            MT_CHECK(rq[0] == MPI_REQUEST_NULL && rq[1] == MPI_REQUEST_NULL, "Request_free did not "
+            MT_CHECK(rq[0] == MPI_REQUEST_NULL && rq[1] == MPI_REQUEST_NULL,
+                     "Request_free did not "
                      "set MPI_REQUEST_NULL");
             free(s), free(r);
         }

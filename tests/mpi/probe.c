@@ -9,8 +9,7 @@
 
 static const long long kSizes[] = {0, 8, 4096, 1 << 20};
 
-static void probe_then_recv(long long n, int step)
-{
+static void probe_then_recv(long long n, int step) {
     if (mt_rank == 0) {
         uint8_t *b = (uint8_t *)mt_malloc((size_t)n);
         mt_fill(b, (size_t)n, mt_seed(0, 1, step, n));
@@ -27,7 +26,9 @@ static void probe_then_recv(long long n, int step)
         snprintf(what, sizeof what, "Probe of a %lld B message", n);
         mt_check_status(&st, 0, 9, n, what);
         /* probing again sees the same message */
-        do MPI_Iprobe(0, 9, MPI_COMM_WORLD, &flag, &st); while (!flag);
+        do
+            MPI_Iprobe(0, 9, MPI_COMM_WORLD, &flag, &st);
+        while (!flag);
         snprintf(what, sizeof what, "second Iprobe of the %lld B message", n);
         mt_check_status(&st, 0, 9, n, what);
         int cnt = 0;
@@ -44,8 +45,7 @@ static void probe_then_recv(long long n, int step)
 
 /* two messages A then B with the same envelope; mprobe A; a plain recv must
  * get B; mrecv gets A */
-static void mprobe_removes(long long n, int step, int nonblocking)
-{
+static void mprobe_removes(long long n, int step, int nonblocking) {
     if (mt_rank == 0) {
         uint8_t *a = (uint8_t *)mt_malloc((size_t)n), *b = (uint8_t *)mt_malloc((size_t)n + 1);
         mt_fill(a, (size_t)n, mt_seed(0, 1, step, 1));
@@ -60,18 +60,21 @@ static void mprobe_removes(long long n, int step, int nonblocking)
         MPI_Status st;
         if (nonblocking) {
             int flag = 0;
-            while (!flag) MPI_Improbe(MPI_ANY_SOURCE, 4, MPI_COMM_WORLD, &flag, &msg, &st);
+            while (!flag)
+                MPI_Improbe(MPI_ANY_SOURCE, 4, MPI_COMM_WORLD, &flag, &msg, &st);
         } else {
             MPI_Mprobe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &msg, &st);
         }
         char what[128];
-        snprintf(what, sizeof what, "%s of the first (%lld B) message", nonblocking ? "Improbe" : "Mprobe", n);
+        snprintf(what, sizeof what, "%s of the first (%lld B) message",
+                 nonblocking ? "Improbe" : "Mprobe", n);
         mt_check_status(&st, 0, 4, n, what);
         uint8_t *a = (uint8_t *)mt_malloc((size_t)n), *b = (uint8_t *)mt_malloc((size_t)n + 1);
         MPI_Recv(b, (int)n + 1, MPI_BYTE, 0, 4, MPI_COMM_WORLD, &st);
         snprintf(what, sizeof what, "plain receive after %s: must get the second message (%lld B)",
                  nonblocking ? "Improbe" : "Mprobe", n + 1);
-        if (mt_check_status(&st, 0, 4, n + 1, what)) mt_verify(b, (size_t)n + 1, mt_seed(0, 1, step, 2), what);
+        if (mt_check_status(&st, 0, 4, n + 1, what))
+            mt_verify(b, (size_t)n + 1, mt_seed(0, 1, step, 2), what);
         if (nonblocking) {
             MPI_Request rq;
             MPI_Imrecv(a, (int)n, MPI_BYTE, &msg, &rq);
@@ -80,15 +83,16 @@ static void mprobe_removes(long long n, int step, int nonblocking)
             MPI_Mrecv(a, (int)n, MPI_BYTE, &msg, &st);
         }
         MT_CHECK(msg == MPI_MESSAGE_NULL, "message handle not MPI_MESSAGE_NULL after (I)mrecv");
-        snprintf(what, sizeof what, "%s of the probed first message (%lld B)", nonblocking ? "Imrecv" : "Mrecv", n);
-        if (mt_check_status(&st, 0, 4, n, what)) mt_verify(a, (size_t)n, mt_seed(0, 1, step, 1), what);
+        snprintf(what, sizeof what, "%s of the probed first message (%lld B)",
+                 nonblocking ? "Imrecv" : "Mrecv", n);
+        if (mt_check_status(&st, 0, 4, n, what))
+            mt_verify(a, (size_t)n, mt_seed(0, 1, step, 1), what);
         free(a), free(b);
     }
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
-static void proc_null(void)
-{
+static void proc_null(void) {
     MPI_Message msg;
     MPI_Status st;
     MPI_Mprobe(MPI_PROC_NULL, 3, MPI_COMM_WORLD, &msg, &st);
@@ -97,14 +101,15 @@ static void proc_null(void)
     MPI_Mrecv(&x, 1, MPI_INT, &msg, &st);
     MPI_Get_count(&st, MPI_INT, &cnt);
     MT_CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG && cnt == 0 && x == 7,
-             "Mrecv of MPI_MESSAGE_NO_PROC: source %d tag %d count %d", st.MPI_SOURCE, st.MPI_TAG, cnt);
+             "Mrecv of MPI_MESSAGE_NO_PROC: source %d tag %d count %d", st.MPI_SOURCE, st.MPI_TAG,
+             cnt);
     int flag = 0;
     MPI_Iprobe(MPI_PROC_NULL, 3, MPI_COMM_WORLD, &flag, &st);
-    MT_CHECK(flag && st.MPI_SOURCE == MPI_PROC_NULL, "Iprobe(MPI_PROC_NULL) flag %d source %d", flag, st.MPI_SOURCE);
+    MT_CHECK(flag && st.MPI_SOURCE == MPI_PROC_NULL, "Iprobe(MPI_PROC_NULL) flag %d source %d",
+             flag, st.MPI_SOURCE);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mt_init(&argc, &argv, "probe");
     mt_require_ranks(2);
     long long cap = mt_max_bytes(1 << 20);

@@ -5,13 +5,13 @@
  */
 #include "dtlayout.h"
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mt_init(&argc, &argv, "self");
     long long cap = mt_max_bytes(16 << 20);
     long iters = mt_iters(3, 1);
     int me = mt_rank;
-    uint8_t *s = (uint8_t *)mt_malloc((size_t)cap + 64), *r = (uint8_t *)mt_malloc((size_t)cap + 64);
+    uint8_t *s = (uint8_t *)mt_malloc((size_t)cap + 64),
+            *r = (uint8_t *)mt_malloc((size_t)cap + 64);
     for (long it = 0; it < iters; it++) {
         int step = 0;
         for (long long n = 0; n <= cap; n = n < 2 ? n + 1 : n * 4 - 1) {
@@ -25,7 +25,8 @@ int main(int argc, char **argv)
             MPI_Recv(r, (int)n + 64, MPI_BYTE, me, 1, MPI_COMM_WORLD, &st);
             MPI_Wait(&rq, MPI_STATUS_IGNORE);
             snprintf(what, sizeof what, "self Isend+Recv %lld B", n);
-            if (mt_check_status(&st, me, 1, n, what)) mt_verify(r, (size_t)n, mt_seed(me, me, step, it), what);
+            if (mt_check_status(&st, me, 1, n, what))
+                mt_verify(r, (size_t)n, mt_seed(me, me, step, it), what);
             mt_verify_fill(r + n, 64, 0xEE, what);
             step++;
             mt_step("it %ld Irecv+Send %lld B", it, n);
@@ -34,7 +35,8 @@ int main(int argc, char **argv)
             MPI_Send(s, (int)n, MPI_BYTE, me, 2, MPI_COMM_WORLD);
             MPI_Wait(&rq, &st);
             snprintf(what, sizeof what, "self Irecv(ANY,ANY)+Send %lld B", n);
-            if (mt_check_status(&st, me, 2, n, what)) mt_verify(r, (size_t)n, mt_seed(me, me, step, it), what);
+            if (mt_check_status(&st, me, 2, n, what))
+                mt_verify(r, (size_t)n, mt_seed(me, me, step, it), what);
             step++;
         }
         /* order of several own messages through wildcards */
@@ -59,7 +61,8 @@ int main(int argc, char **argv)
         MPI_Request sr;
         int flag = 0;
         MPI_Issend(&y, 1, MPI_INT64_T, me, 4, MPI_COMM_WORLD, &sr);
-        for (int k = 0; k < 100; k++) MPI_Test(&sr, &flag, MPI_STATUS_IGNORE);
+        for (int k = 0; k < 100; k++)
+            MPI_Test(&sr, &flag, MPI_STATUS_IGNORE);
         MT_CHECK(!flag, "Issend to self completed before the receive was posted");
         /* probe and mprobe it */
         MPI_Status st;
@@ -68,7 +71,8 @@ int main(int argc, char **argv)
         MPI_Message msg;
         MPI_Mprobe(MPI_ANY_SOURCE, 4, MPI_COMM_WORLD, &msg, &st);
         MPI_Mrecv(&z, 1, MPI_INT64_T, &msg, &st);
-        if (!flag) MPI_Wait(&sr, MPI_STATUS_IGNORE);
+        if (!flag)
+            MPI_Wait(&sr, MPI_STATUS_IGNORE);
         MT_CHECK(z == 5, "mrecv of own ssend got %lld", (long long)z);
         /* non-contiguous to self */
         mt_step("it %ld datatypes to self", it);
@@ -80,7 +84,8 @@ int main(int argc, char **argv)
             uint8_t *a = (uint8_t *)mt_malloc(span), *b = (uint8_t *)mt_malloc(span);
             mt_fill(a, span, mt_seed(me, me, 50 + t, it));
             memset(b, 0xEE, span);
-            MPI_Sendrecv(a, (int)count, l.type, me, 9, b, (int)count, l.type, me, 9, MPI_COMM_WORLD, &st);
+            MPI_Sendrecv(a, (int)count, l.type, me, 9, b, (int)count, l.type, me, 9, MPI_COMM_WORLD,
+                         &st);
             char what[64];
             snprintf(what, sizeof what, "self Sendrecv of %ld %s", count, l.name);
             dt_verify(b, &l, count, &l, mt_seed(me, me, 50 + t, it), 0xEE, what);

@@ -7,14 +7,12 @@
  */
 #include "mt.h"
 
-static void send_tagged(int to, int tag, int64_t v, MPI_Comm c)
-{
+static void send_tagged(int to, int tag, int64_t v, MPI_Comm c) {
     MPI_Send(&v, 1, MPI_INT64_T, to, tag, c);
 }
 
 /* receives posted in a given order on rank 1; rank 0 sends afterwards */
-static void posting_order(int variant)
-{
+static void posting_order(int variant) {
     MPI_Comm c;
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
     if (mt_rank == 1) {
@@ -23,7 +21,8 @@ static void posting_order(int variant)
         MPI_Status st[4];
         /* variant 0: ANY/ANY, then specific (0,5), then (ANY,5), then (0,ANY)
          * variant 1: specific first, then wildcards */
-        int srcs[2][4] = {{MPI_ANY_SOURCE, 0, MPI_ANY_SOURCE, 0}, {0, MPI_ANY_SOURCE, 0, MPI_ANY_SOURCE}};
+        int srcs[2][4] = {{MPI_ANY_SOURCE, 0, MPI_ANY_SOURCE, 0},
+                          {0, MPI_ANY_SOURCE, 0, MPI_ANY_SOURCE}};
         int tags[2][4] = {{MPI_ANY_TAG, 5, 5, MPI_ANY_TAG}, {5, 5, MPI_ANY_TAG, MPI_ANY_TAG}};
         for (int i = 0; i < 4; i++)
             MPI_Irecv(&v[i], 1, MPI_INT64_T, srcs[variant][i], tags[variant][i], c, &rq[i]);
@@ -39,7 +38,8 @@ static void posting_order(int variant)
                      st[i].MPI_SOURCE, st[i].MPI_TAG, i);
     } else if (mt_rank == 0) {
         MPI_Barrier(c);
-        for (int i = 0; i < 4; i++) send_tagged(1, 5, 100 + i, c);
+        for (int i = 0; i < 4; i++)
+            send_tagged(1, 5, 100 + i, c);
     } else {
         MPI_Barrier(c);
     }
@@ -48,13 +48,13 @@ static void posting_order(int variant)
 
 /* unexpected messages with tags 3,1,2,0 are taken by ANY_TAG receives in
  * arrival order, and by specific-tag receives out of arrival order */
-static void unexpected_order(void)
-{
+static void unexpected_order(void) {
     MPI_Comm c;
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
     int tags[8] = {3, 1, 2, 0, 7, 6, 5, 4};
     if (mt_rank == 0)
-        for (int i = 0; i < 8; i++) send_tagged(1, tags[i], 200 + i, c);
+        for (int i = 0; i < 8; i++)
+            send_tagged(1, tags[i], 200 + i, c);
     MPI_Barrier(c);
     if (mt_rank == 1) {
         MPI_Status st;
@@ -76,8 +76,7 @@ static void unexpected_order(void)
 }
 
 /* ANY_TAG receives pending while collectives run on the same communicator */
-static void anytag_vs_collectives(long it)
-{
+static void anytag_vs_collectives(long it) {
     MPI_Comm c;
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
     int64_t got = -1;
@@ -90,31 +89,35 @@ static void anytag_vs_collectives(long it)
     for (int k = 0; k < 5; k++) {
         MPI_Barrier(c);
         MPI_Allreduce(&x, &sum, 1, MPI_INT64_T, MPI_SUM, c);
-        MT_CHECK(sum == (int64_t)mt_size * (mt_size - 1) / 2, "allreduce under pending ANY_TAG "
-                 "receive: %lld", (long long)sum);
-        if (mt_rank == k % mt_size) mt_fill(big, sizeof big, mt_seed(k, 0, 30, it));
+        MT_CHECK(sum == (int64_t)mt_size * (mt_size - 1) / 2,
+                 "allreduce under pending ANY_TAG "
+                 "receive: %lld",
+                 (long long)sum);
+        if (mt_rank == k % mt_size)
+            mt_fill(big, sizeof big, mt_seed(k, 0, 30, it));
         MPI_Bcast(big, sizeof big, MPI_BYTE, k % mt_size, c);
         mt_verify(big, sizeof big, mt_seed(k, 0, 30, it), "bcast under pending ANY_TAG receive");
     }
     int flag = 0;
     MPI_Status st;
     MPI_Test(&rq, &flag, &st);
-    MT_CHECK(!flag, "the pending ANY_SOURCE/ANY_TAG receive completed during collectives (source "
-             "%d tag %d value %lld): it matched collective traffic", st.MPI_SOURCE, st.MPI_TAG,
-             (long long)got);
+    MT_CHECK(!flag,
+             "the pending ANY_SOURCE/ANY_TAG receive completed during collectives (source "
+             "%d tag %d value %lld): it matched collective traffic",
+             st.MPI_SOURCE, st.MPI_TAG, (long long)got);
     MPI_Barrier(c); /* every rank tested before anyone sends */
     if (!flag) {
         send_tagged(to, 42, 1000 + mt_rank, c);
         MPI_Wait(&rq, &st);
     }
-    MT_CHECK(got == 1000 + from && st.MPI_SOURCE == from && st.MPI_TAG == 42,
-             "ANY_TAG receive after collectives got %lld from %d tag %d, expected %d from %d tag 42",
-             (long long)got, st.MPI_SOURCE, st.MPI_TAG, 1000 + from, from);
+    MT_CHECK(
+        got == 1000 + from && st.MPI_SOURCE == from && st.MPI_TAG == 42,
+        "ANY_TAG receive after collectives got %lld from %d tag %d, expected %d from %d tag 42",
+        (long long)got, st.MPI_SOURCE, st.MPI_TAG, 1000 + from, from);
     MPI_Comm_free(&c);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mt_init(&argc, &argv, "wildcards");
     mt_require_ranks(2);
     long iters = mt_iters(20, 2);

@@ -5,8 +5,7 @@
  */
 #include "mt.h"
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mt_init(&argc, &argv, "zerobyte");
     mt_require_ranks(2);
     long iters = mt_iters(50, 3);
@@ -34,7 +33,8 @@ int main(int argc, char **argv)
         MPI_Issend(NULL, 0, t, to, 1, MPI_COMM_WORLD, &rq[9]);
         MPI_Waitall(10, rq, st);
         int cnts[5];
-        for (int i = 0; i < 5; i++) MPI_Get_count(&st[i], i % 2 ? MPI_INT64_T : t, &cnts[i]);
+        for (int i = 0; i < 5; i++)
+            MPI_Get_count(&st[i], i % 2 ? MPI_INT64_T : t, &cnts[i]);
         for (int i = 0; i < 5; i += 2) {
             int el = -1;
             MPI_Get_elements(&st[i], t, &el);
@@ -47,7 +47,8 @@ int main(int argc, char **argv)
         mt_verify_fill(r4, 16, 0xEE, "zero-byte receive #4 buffer");
         MT_CHECK(r1 == 1000 + it && r3 == 2000 + it && cnts[1] == 1 && cnts[3] == 1,
                  "8-byte messages between zero-byte ones: got %lld, %lld, expected %ld, %ld "
-                 "(order broken?)", (long long)r1, (long long)r3, 1000 + it, 2000 + it);
+                 "(order broken?)",
+                 (long long)r1, (long long)r3, 1000 + it, 2000 + it);
         /* probe a zero-byte message */
         MPI_Send(NULL, 0, MPI_BYTE, to, 2, MPI_COMM_WORLD);
         MPI_Status ps;
