@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <tuple>
+#include <unordered_set>
 
 #include "util/strings.h"
 
@@ -17,8 +18,31 @@ bool same_address(const topo::AddressInfo &a, const topo::AddressInfo &b) {
     return a.prefix_len == b.prefix_len && a.address == b.address;
 }
 
-bool has_address(const std::vector<topo::AddressInfo> &v, const topo::AddressInfo &a) {
-    return std::any_of(v.begin(), v.end(), [&a](const auto &x) { return same_address(x, a); });
+// Identity of an address on a netdev: family, bytes, prefix length.
+std::string address_key(const topo::AddressInfo &a) {
+    std::string k(reinterpret_cast<const char *>(a.address.bytes()),
+                  static_cast<size_t>(a.address.bits() / 8));
+    k += static_cast<char>(a.address.family());
+    k += static_cast<char>(a.prefix_len);
+    return k;
+}
+
+// Addresses of `from` missing in `other`, in `from`'s order. Hashing keeps a
+// netdev with thousands of addresses linear, not quadratic.
+std::vector<const topo::AddressInfo *> missing(const std::vector<topo::AddressInfo> &from,
+                                               const std::vector<topo::AddressInfo> &other) {
+    std::unordered_set<std::string> keys;
+    keys.reserve(other.size());
+    for (const auto &a : other) {
+        keys.insert(address_key(a));
+    }
+    std::vector<const topo::AddressInfo *> out;
+    for (const auto &a : from) {
+        if (keys.count(address_key(a)) == 0) {
+            out.push_back(&a);
+        }
+    }
+    return out;
 }
 
 bool same_slave(const std::optional<topo::BondSlaveInfo> &a,
@@ -264,17 +288,16 @@ void Model::diff_view(int ifindex, const View &b, const View &a, std::vector<Eve
             out->push_back(std::move(e));
         }
     }
-    for (const auto &addr : bn.addresses) {
-        if (!has_address(an.addresses, addr)) {
+    if (bn.addresses.size() != an.addresses.size() ||
+        !std::equal(bn.addresses.begin(), bn.addresses.end(), an.addresses.begin(), same_address)) {
+        for (const auto *addr : missing(bn.addresses, an.addresses)) {
             Event e = make_event(EventKind::kAddressRemoved, ifindex, an.name, a.rdma);
-            e.address = addr;
+            e.address = *addr;
             out->push_back(std::move(e));
         }
-    }
-    for (const auto &addr : an.addresses) {
-        if (!has_address(bn.addresses, addr)) {
+        for (const auto *addr : missing(an.addresses, bn.addresses)) {
             Event e = make_event(EventKind::kAddressAdded, ifindex, an.name, a.rdma);
-            e.address = addr;
+            e.address = *addr;
             out->push_back(std::move(e));
         }
     }
@@ -359,7 +382,6 @@ std::vector<Event> Model::apply(const AddrMessage &m) {
     if (m.ifindex <= 0 || m.address.address.empty()) {
         return {};
     }
-    View before = view(m.ifindex);
     auto &list = addresses_[m.ifindex];
     auto it = std::find_if(list.begin(), list.end(),
                            [&m](const auto &x) { return same_address(x, m.address); });
@@ -377,9 +399,17 @@ std::vector<Event> Model::apply(const AddrMessage &m) {
         }
         list.push_back(m.address);
     }
-    std::vector<Event> out;
-    diff_view(m.ifindex, before, view(m.ifindex), &out);
-    return out;
+    // What diff_view() would find, without copying the netdev's (possibly
+    // thousands of) addresses twice per message. Unknown netdev: no event
+    // now; the address is reported with the netdev when its link arrives.
+    auto l = links_.find(m.ifindex);
+    if (l == links_.end()) {
+        return {};
+    }
+    Event e = make_event(m.deleted ? EventKind::kAddressRemoved : EventKind::kAddressAdded,
+                         m.ifindex, l->second.info.name, rdma_ports(m.ifindex));
+    e.address = m.address;
+    return {std::move(e)};
 }
 
 std::vector<Event> Model::diff_rdma(const std::vector<RdmaBinding> &before,

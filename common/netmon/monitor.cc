@@ -191,10 +191,23 @@ util::Status Monitor::start() {
     MonitorMode mode = MonitorMode::kBlind;
     if (opt_.use_netlink) {
         auto sock = NlSocket::open({true, opt_.rcvbuf_bytes});
+        // Dumps go through a second, unsubscribed socket: its queue holds
+        // nothing but the dump, so a dump never competes with a flood of
+        // notifications for buffer space (and never stalls on ENOBUFS).
+        util::Status failed = sock.status();
         if (sock) {
-            sock_ = std::move(*sock);
+            auto dump = NlSocket::open({false, 1 << 20});
+            if (dump) {
+                sock_ = std::move(*sock);
+                dump_sock_ = std::move(*dump);
+            } else {
+                failed = dump.status();
+            }
+        }
+        if (sock_) {
             if (opt_.record) {
                 sock_->set_datagram_hook(opt_.record);
+                dump_sock_->set_datagram_hook(opt_.record);
             }
             rcvbuf_ = sock_->rcvbuf();
             stats_->rcvbuf.store(rcvbuf_, std::memory_order_relaxed);
@@ -203,12 +216,13 @@ util::Status Monitor::start() {
                 mode = MonitorMode::kNetlink;
             } else {
                 log(util::LogLevel::kWarn, "the initial rtnetlink dump failed (" + st.to_string() +
-                                               "); netdev changes will be polled instead");
+                                               ")");
                 sock_.reset();
+                dump_sock_.reset();
             }
         } else {
-            log(util::LogLevel::kWarn, "rtnetlink is unavailable (" + sock.status().to_string() +
-                                           "); netdev changes will be polled instead");
+            log(util::LogLevel::kWarn, "rtnetlink is unavailable (" + failed.to_string() +
+                                           ")");
         }
     }
     if (mode != MonitorMode::kNetlink) {
@@ -242,6 +256,7 @@ util::Status Monitor::start() {
     } catch (const std::exception &ex) {
         mode_.store(MonitorMode::kStopped, std::memory_order_release);
         sock_.reset();
+        dump_sock_.reset();
         verbs_.close();
         close_fds();
         return util::Status(util::Code::kResourceExhausted,
@@ -264,6 +279,7 @@ void Monitor::stop() noexcept {
     (void)rc; // an eventfd write only fails when the counter would overflow
     thread_.join();
     sock_.reset();
+    dump_sock_.reset();
     verbs_.close();
     close_fds();
     mode_.store(MonitorMode::kStopped, std::memory_order_release);

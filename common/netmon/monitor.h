@@ -193,7 +193,8 @@ private:
     Model model_;                          // guarded by model_mu_
     std::shared_ptr<Subscription::Registry> registry_;
 
-    std::unique_ptr<NlSocket> sock_;       // monitor thread only (after start)
+    std::unique_ptr<NlSocket> sock_;       // notifications; monitor thread only (after start)
+    std::unique_ptr<NlSocket> dump_sock_;  // dumps only, never subscribed
     VerbsAsyncWatcher verbs_;              // monitor thread only (after start)
     int stop_fd_ = -1;
     int wake_fd_ = -1;

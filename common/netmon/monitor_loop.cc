@@ -178,6 +178,7 @@ void Monitor::drain_netlink(std::vector<Event> *out, bool *rdma_dirty) {
                     (poll ? "; polling the netdev snapshot from now on"
                           : "; netdev changes are no longer seen"));
             sock_.reset();
+            dump_sock_.reset();
             mode_.store(poll ? MonitorMode::kPolling : MonitorMode::kBlind, std::memory_order_release);
             next_poll_ = std::chrono::steady_clock::now() + opt_.fallback_interval;
             return;
@@ -221,34 +222,66 @@ void Monitor::drain_netlink(std::vector<Event> *out, bool *rdma_dirty) {
 }
 
 util::Status Monitor::resync(std::vector<Event> *out, bool initial) {
+    // 1. Dump into a fresh model through the dump socket. 2. Apply what
+    // queued up on the notification socket meanwhile: each message carries
+    // its object's full state and they are in order, so whatever an object's
+    // last message says wins, whether it is older or newer than the dump.
+    // 3. Another overrun during all that: some last word may be lost, redo.
+    //
+    // Before dumping, empty the notification queue (what it holds is older
+    // than the dump). The kernel reports ENOBUFS once, when a socket becomes
+    // congested, and then silently drops every notification until its queue
+    // is empty again: only an emptied queue makes a later loss visible.
     Model fresh;
     for (uint64_t attempt = 1;; ++attempt) {
+        for (;;) {
+            auto r = sock_->read([](const nlmsghdr *) {});
+            if (!r) {
+                return r.status();
+            }
+            if (*r == NlSocket::Read::kAgain) {
+                break;
+            }
+        }
         fresh = Model();
         {
             std::lock_guard<std::mutex> g(model_mu_);
             (void)fresh.set_rdma_bindings(model_.rdma_bindings());
         }
-        uint64_t overflows = 0;
         auto end = run_dump(
-            *sock_, [&](const nlmsghdr *h) { apply_message(fresh, h, nullptr); }, stop_fd_,
-            opt_.dump_timeout, &overflows);
-        stats_->overflows.fetch_add(overflows, std::memory_order_relaxed);
+            *dump_sock_, [&](const nlmsghdr *h) { apply_message(fresh, h, nullptr); }, stop_fd_,
+            opt_.dump_timeout, nullptr);
         if (!end) {
             return end.status();
         }
         if (*end == DumpEnd::kStopped) {
             return util::Status::ok(); // the loop sees the stop request next
         }
-        if (*end == DumpEnd::kComplete) {
+        bool lost = *end != DumpEnd::kComplete;
+        for (;;) {
+            auto r = sock_->read([&](const nlmsghdr *h) {
+                apply_message(fresh, h, nullptr);
+                stats_->messages.fetch_add(1, std::memory_order_relaxed);
+            });
+            if (!r) {
+                return r.status();
+            }
+            if (*r == NlSocket::Read::kAgain) {
+                break;
+            }
+            if (*r == NlSocket::Read::kOverflow) {
+                stats_->overflows.fetch_add(1, std::memory_order_relaxed);
+                lost = true;
+            }
+        }
+        if (!lost) {
             break;
         }
         stats_->dump_retries.fetch_add(1, std::memory_order_relaxed);
-        if (*end == DumpEnd::kOverflow) {
-            grow_rcvbuf();
-        }
+        grow_rcvbuf();
         log(util::LogLevel::kDebug,
-            util::format("dump attempt %llu was %s; dumping again", static_cast<unsigned long long>(attempt),
-                         *end == DumpEnd::kOverflow ? "overrun" : "interrupted"));
+            util::format("resync attempt %llu overlapped another overrun; dumping again",
+                         static_cast<unsigned long long>(attempt)));
     }
     (void)fresh.take_refresh_requests(); // the dump already has the bonds' state
     std::vector<Event> ev;

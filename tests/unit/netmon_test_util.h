@@ -96,15 +96,16 @@ private:
     std::vector<Event> events_;
 };
 
-/// Polls `pred` every millisecond until it holds or `timeout` passes.
+/// Polls `pred` every `step` until it holds or `timeout` passes.
 inline bool eventually(const std::function<bool()> &pred,
-                       std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+                       std::chrono::milliseconds timeout = std::chrono::seconds(5),
+                       std::chrono::milliseconds step = std::chrono::milliseconds(1)) {
     auto end = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < end) {
         if (pred()) {
             return true;
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(step);
     }
     return pred();
 }
