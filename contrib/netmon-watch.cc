@@ -3,9 +3,12 @@
 // per line, so shell tests (tests/vm/netmon_*.sh, run in a guest with the
 // real bonding driver) can assert on it. Also dumps the model, records raw
 // rtnetlink datagrams for replay fixtures and replays them.
+#include <dirent.h>
+#include <net/if.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +16,7 @@
 #include <fstream>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "netmon/dump.h"
 #include "netmon/monitor.h"
@@ -35,8 +39,9 @@ const char kUsage[] =
     "  --record FILE      also write every rtnetlink datagram read to FILE (hex lines)\n"
     "  --duration SEC     stop after SEC seconds\n"
     "  --count N          stop after N events\n"
-    "  --rdma-only        only events on netdevs with an RDMA port (needs --verbs)\n"
+    "  --rdma-only        only events on netdevs with an RDMA port\n"
     "  --verbs            watch verbs async events of every RDMA device\n"
+    "  --no-gids          do not read RDMA ports' netdevs from sysfs GID tables\n"
     "  --final-dump       print the model (as --dump does) when stopping\n"
     "  --rcvbuf BYTES     rtnetlink receive buffer (default 4 MiB)\n"
     "  -v                 debug log on stderr\n";
@@ -105,6 +110,45 @@ void print_model(const std::vector<topo::NetdevInfo> &netdevs) {
     std::fflush(stdout);
 }
 
+std::vector<std::string> list_dir(const std::string &path) {
+    std::vector<std::string> out;
+    if (DIR *d = opendir(path.c_str())) {
+        while (dirent *e = readdir(d)) {
+            if (e->d_name[0] != '.') {
+                out.push_back(e->d_name);
+            }
+        }
+        closedir(d);
+    }
+    return out;
+}
+
+// The RDMA binding hook for this tool: the GID tables' netdev attributes as
+// sysfs shows them (/sys/class/infiniband/DEV/ports/N/gid_attrs/ndevs/I; an
+// empty slot reads as EINVAL). The project's own reader is common/topo's.
+util::Result<std::vector<netmon::RdmaBinding>> sysfs_bindings(const std::string &root) {
+    std::vector<netmon::RdmaBinding> out;
+    for (const auto &dev : list_dir(root)) {
+        for (const auto &port : list_dir(root + "/" + dev + "/ports")) {
+            std::string dir = root + "/" + dev + "/ports/" + port + "/gid_attrs/ndevs";
+            for (const auto &idx : list_dir(dir)) {
+                std::ifstream f(dir + "/" + idx);
+                std::string name;
+                if (!std::getline(f, name) || name.empty()) {
+                    continue;
+                }
+                out.push_back({dev, std::atoi(port.c_str()), name,
+                               static_cast<int>(if_nametoindex(name.c_str()))});
+            }
+        }
+    }
+    auto key = [](const netmon::RdmaBinding &b) { return std::tie(b.device, b.port, b.netdev); };
+    std::sort(out.begin(), out.end(),
+              [&key](const auto &a, const auto &b) { return key(a) < key(b); });
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
 int replay_file(const std::string &path) {
     auto rec = netmon::read_recording(path);
     if (!rec) {
@@ -131,6 +175,7 @@ int main(int argc, char **argv) {
     bool rdma_only = false;
     bool final_dump = false;
     bool verbose = false;
+    bool gids = true;
     std::string record;
     std::string replay;
     double duration = 0;
@@ -159,6 +204,8 @@ int main(int argc, char **argv) {
             rdma_only = true;
         } else if (a == "--verbs") {
             verbs = true;
+        } else if (a == "--no-gids") {
+            gids = false;
         } else if (a == "--final-dump") {
             final_dump = true;
         } else if (a == "--rcvbuf") {
@@ -202,6 +249,10 @@ int main(int argc, char **argv) {
     opt.rcvbuf_bytes = rcvbuf;
     if (verbs) {
         opt.verbs = &verbs::real_verbs();
+    }
+    const std::string ib = "/sys/class/infiniband";
+    if (gids && access(ib.c_str(), F_OK) == 0) {
+        opt.rdma_source = [ib] { return sysfs_bindings(ib); };
     }
     if (!record.empty()) {
         rec.open(record, std::ios::out | std::ios::trunc);

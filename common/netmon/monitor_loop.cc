@@ -75,9 +75,12 @@ void Monitor::loop() {
         int timeout = -1;
         bool polling = mode() == MonitorMode::kPolling;
         if (polling) {
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            // Rounded up: a timeout rounded down would wake just before the
+            // deadline and spin until it passes.
+            auto left = std::chrono::duration_cast<std::chrono::microseconds>(
                 next_poll_ - std::chrono::steady_clock::now());
-            timeout = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), INT_MAX)));
+            int64_t ms = (left.count() + 999) / 1000;
+            timeout = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(ms, INT_MAX)));
         }
         int n = poll(fds.data(), fds.size(), timeout);
         stats_->wakeups.fetch_add(1, std::memory_order_relaxed);
@@ -116,11 +119,8 @@ void Monitor::loop() {
         }
         if (polling && std::chrono::steady_clock::now() >= next_poll_) {
             poll_fallback(&batch, false);
-            next_poll_ += opt_.fallback_interval;
-            auto now = std::chrono::steady_clock::now();
-            if (next_poll_ < now) {
-                next_poll_ = now + opt_.fallback_interval; // we were late: do not catch up
-            }
+            // One poll per interval at most, never a burst to catch up.
+            next_poll_ = std::chrono::steady_clock::now() + opt_.fallback_interval;
         }
         if (rdma_dirty && opt_.rdma_source) {
             refresh_rdma(&batch, false);
