@@ -97,7 +97,13 @@ TEST_CASE("netns: link down/up on a veth pair and an MTU change", "[netns]") {
                                                 EventKind::kMtuChanged}),
                              col.callback());
     REQUIRE(mon.start().is_ok());
-    REQUIRE(eventually([&] { return is_usable(*find(mon.snapshot(), "v0")); }));
+    // The links came up just before the monitor started: let the kernel's
+    // (asynchronous) operstate updates arrive, then start from a clean slate.
+    REQUIRE(eventually([&] {
+        return is_usable(*find(mon.snapshot(), "v0")) && is_usable(*find(mon.snapshot(), "v1"));
+    }));
+    std::this_thread::sleep_for(50ms);
+    col.clear();
 
     // v1 administratively down: v0 loses its carrier (operstate LOWERLAYERDOWN).
     sh("ip link set v1 down");
