@@ -66,8 +66,6 @@ Monitor::Monitor(MonitorOptions opt)
       registry_(std::make_shared<Subscription::Registry>()),
       stats_(std::make_unique<AtomicStats>()) {}
 
-Monitor::~Monitor() { stop(); }
-
 void Monitor::log(util::LogLevel level, const std::string &line) const {
     if (log_->enabled(level)) {
         log_->write(level, "netmon: " + line);
@@ -164,9 +162,10 @@ MonitorStats Monitor::stats() const {
 
 void Monitor::request_rdma_refresh() noexcept {
     want_rdma_refresh_.store(true, std::memory_order_release);
-    if (wake_fd_ >= 0) {
+    int fd = wake_fd_.load(std::memory_order_acquire);
+    if (fd >= 0) {
         uint64_t one = 1;
-        ssize_t rc = write(wake_fd_, &one, sizeof(one));
+        ssize_t rc = write(fd, &one, sizeof(one));
         (void)rc; // EAGAIN: a wakeup is already pending
     }
 }
@@ -176,55 +175,58 @@ void Monitor::request_resync() noexcept {
     request_rdma_refresh();
 }
 
+MonitorMode Monitor::start_netlink(std::vector<Event> *discard) {
+    auto sock = NlSocket::open({true, opt_.rcvbuf_bytes});
+    // Dumps go through a second, unsubscribed socket: its queue holds
+    // nothing but the dump, so a dump never competes with a flood of
+    // notifications for buffer space (and never stalls on ENOBUFS).
+    util::Status failed = sock.status();
+    if (sock) {
+        auto dump = NlSocket::open({false, 1 << 20});
+        if (dump) {
+            sock_ = std::move(*sock);
+            dump_sock_ = std::move(*dump);
+        } else {
+            failed = dump.status();
+        }
+    }
+    if (!sock_) {
+        log(util::LogLevel::kWarn, "rtnetlink is unavailable (" + failed.to_string() + ")");
+        return MonitorMode::kBlind;
+    }
+    if (opt_.record) {
+        sock_->set_datagram_hook(opt_.record);
+        dump_sock_->set_datagram_hook(opt_.record);
+    }
+    rcvbuf_ = sock_->rcvbuf();
+    stats_->rcvbuf.store(rcvbuf_, std::memory_order_relaxed);
+    util::Status st = resync(discard, true);
+    if (!st) {
+        log(util::LogLevel::kWarn, "the initial rtnetlink dump failed (" + st.to_string() + ")");
+        sock_.reset();
+        dump_sock_.reset();
+        return MonitorMode::kBlind;
+    }
+    return MonitorMode::kNetlink;
+}
+
 util::Status Monitor::start() {
     if (thread_.joinable() || mode() != MonitorMode::kStopped) {
         return util::Status(util::Code::kInvalidArgument, "netmon: monitor already started");
     }
-    stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (stop_fd_ < 0 || wake_fd_ < 0) {
-        util::Status st = util::Status::from_errno(errno, "netmon: eventfd");
-        close_fds();
-        return st;
+    // The eventfds live as long as the Monitor, so request_*() from other
+    // threads never write to a closed (or reused) descriptor.
+    if (stop_fd_ < 0) {
+        stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    }
+    if (wake_fd_.load() < 0) {
+        wake_fd_.store(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    }
+    if (stop_fd_ < 0 || wake_fd_.load() < 0) {
+        return util::Status::from_errno(errno, "netmon: eventfd");
     }
     std::vector<Event> discard;
-    MonitorMode mode = MonitorMode::kBlind;
-    if (opt_.use_netlink) {
-        auto sock = NlSocket::open({true, opt_.rcvbuf_bytes});
-        // Dumps go through a second, unsubscribed socket: its queue holds
-        // nothing but the dump, so a dump never competes with a flood of
-        // notifications for buffer space (and never stalls on ENOBUFS).
-        util::Status failed = sock.status();
-        if (sock) {
-            auto dump = NlSocket::open({false, 1 << 20});
-            if (dump) {
-                sock_ = std::move(*sock);
-                dump_sock_ = std::move(*dump);
-            } else {
-                failed = dump.status();
-            }
-        }
-        if (sock_) {
-            if (opt_.record) {
-                sock_->set_datagram_hook(opt_.record);
-                dump_sock_->set_datagram_hook(opt_.record);
-            }
-            rcvbuf_ = sock_->rcvbuf();
-            stats_->rcvbuf.store(rcvbuf_, std::memory_order_relaxed);
-            util::Status st = resync(&discard, true);
-            if (st) {
-                mode = MonitorMode::kNetlink;
-            } else {
-                log(util::LogLevel::kWarn, "the initial rtnetlink dump failed (" + st.to_string() +
-                                               ")");
-                sock_.reset();
-                dump_sock_.reset();
-            }
-        } else {
-            log(util::LogLevel::kWarn, "rtnetlink is unavailable (" + failed.to_string() +
-                                           ")");
-        }
-    }
+    MonitorMode mode = opt_.use_netlink ? start_netlink(&discard) : MonitorMode::kBlind;
     if (mode != MonitorMode::kNetlink) {
         if (opt_.fallback_poll) {
             mode = MonitorMode::kPolling;
@@ -255,10 +257,7 @@ util::Status Monitor::start() {
         thread_ = std::thread([this] { run(); });
     } catch (const std::exception &ex) {
         mode_.store(MonitorMode::kStopped, std::memory_order_release);
-        sock_.reset();
-        dump_sock_.reset();
-        verbs_.close();
-        close_fds();
+        release();
         return util::Status(util::Code::kResourceExhausted,
                             std::string("netmon: cannot start the monitor thread: ") + ex.what());
     }
@@ -267,7 +266,6 @@ util::Status Monitor::start() {
 
 void Monitor::stop() noexcept {
     if (!thread_.joinable()) {
-        close_fds();
         return;
     }
     if (std::this_thread::get_id() == thread_.get_id()) {
@@ -278,22 +276,32 @@ void Monitor::stop() noexcept {
     ssize_t rc = write(stop_fd_, &one, sizeof(one));
     (void)rc; // an eventfd write only fails when the counter would overflow
     thread_.join();
-    sock_.reset();
-    dump_sock_.reset();
-    verbs_.close();
-    close_fds();
+    uint64_t v = 0;
+    rc = read(stop_fd_, &v, sizeof(v)); // consumed: a later start() must not stop at once
+    release();
     mode_.store(MonitorMode::kStopped, std::memory_order_release);
 }
 
-void Monitor::close_fds() noexcept {
-    for (int *fd : {&stop_fd_, &wake_fd_, &inotify_fd_}) {
-        if (*fd >= 0) {
-            ::close(*fd);
-            *fd = -1;
-        }
+void Monitor::release() noexcept {
+    sock_.reset();
+    dump_sock_.reset();
+    verbs_.close();
+    if (inotify_fd_ >= 0) {
+        ::close(inotify_fd_);
+        inotify_fd_ = -1;
     }
     inotify_wd_ = -1;
     watching_parent_ = false;
+}
+
+Monitor::~Monitor() {
+    stop();
+    release();
+    for (int fd : {stop_fd_, wake_fd_.load()}) {
+        if (fd >= 0) {
+            ::close(fd);
+        }
+    }
 }
 
 } // namespace roce::netmon

@@ -183,7 +183,8 @@ private:
     void grow_rcvbuf();
     void publish(std::vector<Event> *batch);
     void log(util::LogLevel level, const std::string &line) const;
-    void close_fds() noexcept;
+    MonitorMode start_netlink(std::vector<Event> *discard);
+    void release() noexcept;
 
     MonitorOptions opt_;
     util::NullSink null_sink_;
@@ -196,8 +197,8 @@ private:
     std::unique_ptr<NlSocket> sock_;       // notifications; monitor thread only (after start)
     std::unique_ptr<NlSocket> dump_sock_;  // dumps only, never subscribed
     VerbsAsyncWatcher verbs_;              // monitor thread only (after start)
-    int stop_fd_ = -1;
-    int wake_fd_ = -1;
+    int stop_fd_ = -1;                     // created by the first start(), closed by ~Monitor
+    std::atomic<int> wake_fd_{-1};         // idem; written to from any thread
     int inotify_fd_ = -1;
     int inotify_wd_ = -1;
     bool watching_parent_ = false;

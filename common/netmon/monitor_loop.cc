@@ -66,7 +66,7 @@ void Monitor::loop() {
         // Layout: [0] stop, [1] wake, [2] netlink, [3] inotify, [4..] verbs.
         fds.assign(4, pollfd{-1, POLLIN, 0});
         fds[0].fd = stop_fd_;
-        fds[1].fd = wake_fd_;
+        fds[1].fd = wake_fd_.load(std::memory_order_relaxed);
         fds[2].fd = sock_ ? sock_->fd() : -1;
         fds[3].fd = inotify_fd_;
         for (size_t i = 0; i < verbs_.size(); ++i) {
@@ -96,7 +96,7 @@ void Monitor::loop() {
         }
         bool rdma_dirty = false;
         if ((fds[1].revents & POLLIN) != 0) {
-            drain_eventfd(wake_fd_);
+            drain_eventfd(wake_fd_.load(std::memory_order_relaxed));
             rdma_dirty = want_rdma_refresh_.exchange(false, std::memory_order_acq_rel);
             if (want_resync_.exchange(false, std::memory_order_acq_rel) && sock_) {
                 util::Status st = resync(&batch, false);

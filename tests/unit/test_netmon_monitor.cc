@@ -477,3 +477,45 @@ TEST_CASE("monitor: netlink start in this namespace (read-only), clean stop", "[
     CHECK(mon.thread_tid() == 0);
     CHECK(mon.mode() == MonitorMode::kStopped);
 }
+
+TEST_CASE("monitor: stop then start again; requests from other threads at any time",
+          "[netmon][monitor]") {
+    ScriptedPoll poll;
+    poll.set({nd(1, "lo")});
+    std::atomic<int> refreshes{0};
+    MonitorOptions opt;
+    opt.use_netlink = false;
+    opt.fallback_poll = poll.fn();
+    opt.fallback_interval = 5ms;
+    opt.rdma_dev_dir = "";
+    opt.rdma_source = [&]() -> util::Result<std::vector<RdmaBinding>> {
+        ++refreshes;
+        return std::vector<RdmaBinding>{};
+    };
+    Monitor mon(opt);
+    Collector col;
+    auto sub = mon.subscribe(EventFilter::only({EventKind::kMtuChanged}), col.callback());
+    mon.request_rdma_refresh(); // before start: harmless
+    std::atomic<bool> done{false};
+    std::thread poker([&] {
+        while (!done) {
+            mon.request_rdma_refresh();
+            std::this_thread::sleep_for(1ms);
+        }
+    });
+    for (int round = 0; round < 3; ++round) {
+        REQUIRE(mon.start().is_ok());
+        REQUIRE(mon.mode() == MonitorMode::kPolling);
+        poll.set({nd(1, "lo", 1400 + round)});
+        REQUIRE(col.wait([round](const auto &v) {
+            return !v.empty() && v.back().new_value == 1400 + round;
+        }));
+        int before = refreshes;
+        REQUIRE(eventually([&] { return refreshes > before; }));
+        mon.stop();
+        CHECK(mon.mode() == MonitorMode::kStopped);
+    }
+    done = true;
+    poker.join();
+    CHECK(col.size() == 3);
+}
