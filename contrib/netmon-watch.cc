@@ -58,12 +58,12 @@ std::string jstr(const std::string &s) {
 }
 
 std::string netdev_json(const topo::NetdevInfo &n) {
-    std::string s = util::format("{\"netdev\":%s,\"ifindex\":%d,\"kind\":%s,\"mtu\":%d,"
-                                 "\"operstate\":%s,\"carrier\":%s,\"admin_up\":%s,\"mac\":%s",
-                                 jstr(n.name).c_str(), n.ifindex, jstr(n.kind).c_str(), n.mtu,
-                                 jstr(topo::to_string(n.operstate)).c_str(),
-                                 n.carrier ? "true" : "false", n.admin_up ? "true" : "false",
-                                 jstr(n.mac).c_str());
+    std::string s =
+        util::format("{\"netdev\":%s,\"ifindex\":%d,\"kind\":%s,\"mtu\":%d,"
+                     "\"operstate\":%s,\"carrier\":%s,\"admin_up\":%s,\"mac\":%s",
+                     jstr(n.name).c_str(), n.ifindex, jstr(n.kind).c_str(), n.mtu,
+                     jstr(topo::to_string(n.operstate)).c_str(), n.carrier ? "true" : "false",
+                     n.admin_up ? "true" : "false", jstr(n.mac).c_str());
     if (!n.master.empty()) {
         s += ",\"master\":" + jstr(n.master);
     }
@@ -89,11 +89,11 @@ std::string netdev_json(const topo::NetdevInfo &n) {
     }
     if (n.bond_slave) {
         const auto &b = *n.bond_slave;
-        s += util::format(",\"bond_slave\":{\"state\":%s,\"mii_status\":%s,\"link_failure_count\":%d,"
-                          "\"ad_aggregator_id\":%d}",
-                          b.active ? "\"active\"" : "\"backup\"",
-                          jstr(topo::to_string(b.mii_status)).c_str(), b.link_failure_count,
-                          b.ad_aggregator_id);
+        s += util::format(
+            ",\"bond_slave\":{\"state\":%s,\"mii_status\":%s,\"link_failure_count\":%d,"
+            "\"ad_aggregator_id\":%d}",
+            b.active ? "\"active\"" : "\"backup\"", jstr(topo::to_string(b.mii_status)).c_str(),
+            b.link_failure_count, b.ad_aggregator_id);
     }
     std::vector<std::string> addrs;
     for (const auto &a : n.addresses) {
@@ -241,7 +241,8 @@ int main(int argc, char **argv) {
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-    util::StderrSink log(verbose ? util::LogLevel::kDebug : util::LogLevel::kWarn, "netmon-watch: ");
+    util::StderrSink log(verbose ? util::LogLevel::kDebug : util::LogLevel::kWarn,
+                         "netmon-watch: ");
     std::ofstream rec;
     std::mutex rec_mu;
     netmon::MonitorOptions opt;
@@ -305,13 +306,12 @@ int main(int argc, char **argv) {
         print_model(mon.snapshot().netdevs);
     }
     auto s = mon.stats();
-    std::fprintf(stderr,
-                 "netmon-watch: %llu events, %llu messages, %llu overflows, %llu resyncs, %llu "
-                 "wakeups\n",
-                 static_cast<unsigned long long>(s.events),
-                 static_cast<unsigned long long>(s.messages),
-                 static_cast<unsigned long long>(s.overflows),
-                 static_cast<unsigned long long>(s.resyncs),
-                 static_cast<unsigned long long>(s.wakeups));
+    std::fprintf(
+        stderr,
+        "netmon-watch: %llu events, %llu messages, %llu overflows, %llu resyncs, %llu "
+        "wakeups\n",
+        static_cast<unsigned long long>(s.events), static_cast<unsigned long long>(s.messages),
+        static_cast<unsigned long long>(s.overflows), static_cast<unsigned long long>(s.resyncs),
+        static_cast<unsigned long long>(s.wakeups));
     return 0;
 }

@@ -18,6 +18,7 @@ util::Result<Model> dump_model(std::chrono::milliseconds timeout = std::chrono::
 
 /// The same as a Snapshot (netdevs only, source "netlink"): the live netdev
 /// reader for tools and for the addressing code's snapshots.
-util::Result<topo::Snapshot> read_netdevs(std::chrono::milliseconds timeout = std::chrono::seconds(5));
+util::Result<topo::Snapshot>
+read_netdevs(std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
 } // namespace roce::netmon

@@ -7,26 +7,46 @@ namespace roce::netmon {
 
 const char *to_string(EventKind k) noexcept {
     switch (k) {
-    case EventKind::kNetdevAdded: return "netdev-added";
-    case EventKind::kNetdevRemoved: return "netdev-removed";
-    case EventKind::kNetdevRenamed: return "netdev-renamed";
-    case EventKind::kLinkUp: return "link-up";
-    case EventKind::kLinkDown: return "link-down";
-    case EventKind::kMtuChanged: return "mtu-changed";
-    case EventKind::kAddressAdded: return "address-added";
-    case EventKind::kAddressRemoved: return "address-removed";
-    case EventKind::kBondMemberAdded: return "bond-member-added";
-    case EventKind::kBondMemberRemoved: return "bond-member-removed";
-    case EventKind::kBondMemberUp: return "bond-member-up";
-    case EventKind::kBondMemberDown: return "bond-member-down";
-    case EventKind::kActiveSlaveChanged: return "active-slave-changed";
-    case EventKind::kLagMemberCountChanged: return "lag-member-count-changed";
-    case EventKind::kRdmaDeviceAppeared: return "rdma-device-appeared";
-    case EventKind::kRdmaDeviceDisappeared: return "rdma-device-disappeared";
-    case EventKind::kRdmaNetdevsChanged: return "rdma-netdevs-changed";
-    case EventKind::kVerbsAsync: return "verbs-async";
-    case EventKind::kResync: return "resync";
-    case EventKind::kCount_: break;
+    case EventKind::kNetdevAdded:
+        return "netdev-added";
+    case EventKind::kNetdevRemoved:
+        return "netdev-removed";
+    case EventKind::kNetdevRenamed:
+        return "netdev-renamed";
+    case EventKind::kLinkUp:
+        return "link-up";
+    case EventKind::kLinkDown:
+        return "link-down";
+    case EventKind::kMtuChanged:
+        return "mtu-changed";
+    case EventKind::kAddressAdded:
+        return "address-added";
+    case EventKind::kAddressRemoved:
+        return "address-removed";
+    case EventKind::kBondMemberAdded:
+        return "bond-member-added";
+    case EventKind::kBondMemberRemoved:
+        return "bond-member-removed";
+    case EventKind::kBondMemberUp:
+        return "bond-member-up";
+    case EventKind::kBondMemberDown:
+        return "bond-member-down";
+    case EventKind::kActiveSlaveChanged:
+        return "active-slave-changed";
+    case EventKind::kLagMemberCountChanged:
+        return "lag-member-count-changed";
+    case EventKind::kRdmaDeviceAppeared:
+        return "rdma-device-appeared";
+    case EventKind::kRdmaDeviceDisappeared:
+        return "rdma-device-disappeared";
+    case EventKind::kRdmaNetdevsChanged:
+        return "rdma-netdevs-changed";
+    case EventKind::kVerbsAsync:
+        return "verbs-async";
+    case EventKind::kResync:
+        return "resync";
+    case EventKind::kCount_:
+        break;
     }
     return "?";
 }
@@ -51,9 +71,15 @@ std::string json_escape(const std::string &s) {
     out.reserve(s.size() + 2);
     for (char c : s) {
         switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
+        case '"':
+            out += "\\\"";
+            break;
+        case '\\':
+            out += "\\\\";
+            break;
+        case '\n':
+            out += "\\n";
+            break;
         default:
             if (static_cast<unsigned char>(c) < 0x20) {
                 out += util::format("\\u%04x", c);
@@ -79,7 +105,8 @@ bool EventFilter::matches(const Event &e) const noexcept {
 }
 
 std::string to_string(const Event &e) {
-    std::string s = util::format("#%llu %s", static_cast<unsigned long long>(e.seq), to_string(e.kind));
+    std::string s =
+        util::format("#%llu %s", static_cast<unsigned long long>(e.seq), to_string(e.kind));
     if (!e.netdev.empty()) {
         s += " " + e.netdev;
     }

@@ -33,9 +33,7 @@ public:
     void attach(Monitor &m, EventFilter filter = EventFilter::all());
 
     /// True when events arrived since the last drain(). Consumer thread only.
-    bool changed() const noexcept {
-        return pushed_.load(std::memory_order_acquire) != seen_;
-    }
+    bool changed() const noexcept { return pushed_.load(std::memory_order_acquire) != seen_; }
 
     /// Moves every waiting event to `out` (appended, in seq order); returns
     /// how many. Consumer thread only.
@@ -50,11 +48,11 @@ private:
     const size_t capacity_;
     Subscription sub_;
     std::mutex mu_;
-    std::deque<Event> q_;            // guarded by mu_
-    bool lost_ = false;              // guarded by mu_
+    std::deque<Event> q_; // guarded by mu_
+    bool lost_ = false;   // guarded by mu_
     std::atomic<uint64_t> pushed_{0};
     std::atomic<uint64_t> dropped_{0};
-    uint64_t seen_ = 0;              // consumer thread only
+    uint64_t seen_ = 0; // consumer thread only
 };
 
 } // namespace roce::netmon

@@ -132,7 +132,9 @@ std::vector<topo::NetdevInfo> Model::netdevs() const {
     return out;
 }
 
-std::optional<topo::NetdevInfo> Model::netdev(int ifindex) const { return materialize(ifindex); }
+std::optional<topo::NetdevInfo> Model::netdev(int ifindex) const {
+    return materialize(ifindex);
+}
 
 std::optional<topo::NetdevInfo> Model::netdev(const std::string &name) const {
     for (const auto &[idx, l] : links_) {
@@ -194,9 +196,9 @@ Model::View Model::view(int ifindex) const {
     const Link &l = links_.at(ifindex);
     v.master_ifindex = l.master_ifindex;
     auto m = links_.find(l.master_ifindex);
-    v.master_is_bond = l.master_ifindex != 0 &&
-                       (l.info.bond_slave.has_value() ||
-                        (m != links_.end() && m->second.info.kind == "bond"));
+    v.master_is_bond =
+        l.master_ifindex != 0 &&
+        (l.info.bond_slave.has_value() || (m != links_.end() && m->second.info.kind == "bond"));
     v.active_slave_ifindex = l.active_slave_ifindex;
     v.lag = lag_member_count(ifindex);
     v.rdma = rdma_ports(ifindex);
@@ -309,10 +311,10 @@ void Model::note_lacp_refresh(int ifindex, const View &b, const View &a) {
         return it != links_.end() && it->second.info.bond &&
                it->second.info.bond->mode == topo::BondMode::k8023ad;
     };
-    bool changed = b.n.has_value() != a.n.has_value() || b.master_ifindex != a.master_ifindex ||
-                   (b.n && a.n &&
-                    (is_usable(*b.n) != is_usable(*a.n) ||
-                     !same_slave(b.n->bond_slave, a.n->bond_slave)));
+    bool changed =
+        b.n.has_value() != a.n.has_value() || b.master_ifindex != a.master_ifindex ||
+        (b.n && a.n &&
+         (is_usable(*b.n) != is_usable(*a.n) || !same_slave(b.n->bond_slave, a.n->bond_slave)));
     if (!changed) {
         return;
     }
@@ -536,11 +538,11 @@ std::vector<int> Model::take_refresh_requests() {
 }
 
 std::string describe(const topo::NetdevInfo &n) {
-    std::string s = util::format("%d %s kind=%s mtu=%d oper=%s carrier=%d admin=%d mac=%s master=%s "
-                                 "parent=%s vlan=%d",
-                                 n.ifindex, n.name.c_str(), n.kind.c_str(), n.mtu,
-                                 topo::to_string(n.operstate), n.carrier, n.admin_up, n.mac.c_str(),
-                                 n.master.c_str(), n.parent.c_str(), n.vlan_id);
+    std::string s = util::format(
+        "%d %s kind=%s mtu=%d oper=%s carrier=%d admin=%d mac=%s master=%s "
+        "parent=%s vlan=%d",
+        n.ifindex, n.name.c_str(), n.kind.c_str(), n.mtu, topo::to_string(n.operstate), n.carrier,
+        n.admin_up, n.mac.c_str(), n.master.c_str(), n.parent.c_str(), n.vlan_id);
     if (n.bond) {
         const auto &b = *n.bond;
         s += util::format(" bond{%s slaves=%s active=%s ad_ports=%d agg=%d keys=%d/%d partner=%s "
@@ -552,11 +554,11 @@ std::string describe(const topo::NetdevInfo &n) {
     }
     if (n.bond_slave) {
         const auto &sl = *n.bond_slave;
-        s += util::format(" slave{%s mii=%s failures=%d perm=%s queue=%d agg=%d actor=%d partner=%d}",
-                          sl.active ? "active" : "backup", topo::to_string(sl.mii_status),
-                          sl.link_failure_count, sl.perm_hwaddr.c_str(), sl.queue_id,
-                          sl.ad_aggregator_id, sl.ad_actor_oper_port_state,
-                          sl.ad_partner_oper_port_state);
+        s += util::format(
+            " slave{%s mii=%s failures=%d perm=%s queue=%d agg=%d actor=%d partner=%d}",
+            sl.active ? "active" : "backup", topo::to_string(sl.mii_status), sl.link_failure_count,
+            sl.perm_hwaddr.c_str(), sl.queue_id, sl.ad_aggregator_id, sl.ad_actor_oper_port_state,
+            sl.ad_partner_oper_port_state);
     }
     std::vector<std::string> addrs;
     for (const auto &a : n.addresses) {

@@ -71,7 +71,7 @@ public:
 
 private:
     struct Link {
-        topo::NetdevInfo info;          // names of master/parent/slaves unresolved
+        topo::NetdevInfo info; // names of master/parent/slaves unresolved
         int master_ifindex = 0;
         int link_ifindex = 0;
         bool link_in_other_netns = false;

@@ -15,10 +15,14 @@ namespace roce::netmon {
 
 const char *to_string(MonitorMode m) noexcept {
     switch (m) {
-    case MonitorMode::kStopped: return "stopped";
-    case MonitorMode::kNetlink: return "netlink";
-    case MonitorMode::kPolling: return "polling";
-    case MonitorMode::kBlind: return "blind";
+    case MonitorMode::kStopped:
+        return "stopped";
+    case MonitorMode::kNetlink:
+        return "netlink";
+    case MonitorMode::kPolling:
+        return "polling";
+    case MonitorMode::kBlind:
+        return "blind";
     }
     return "?";
 }
@@ -61,8 +65,7 @@ void Subscription::unsubscribe() noexcept {
 // ------------------------------------------------------------------ monitor --
 
 Monitor::Monitor(MonitorOptions opt)
-    : opt_(std::move(opt)),
-      log_(opt_.log != nullptr ? opt_.log : &null_sink_),
+    : opt_(std::move(opt)), log_(opt_.log != nullptr ? opt_.log : &null_sink_),
       registry_(std::make_shared<Subscription::Registry>()),
       stats_(std::make_unique<AtomicStats>()) {}
 

@@ -80,9 +80,9 @@ struct MonitorStats {
 
 enum class MonitorMode {
     kStopped,
-    kNetlink,  ///< live: rtnetlink notifications
-    kPolling,  ///< netlink unavailable: fallback_poll every fallback_interval
-    kBlind,    ///< neither netlink nor a fallback: only verbs events (warned at start)
+    kNetlink, ///< live: rtnetlink notifications
+    kPolling, ///< netlink unavailable: fallback_poll every fallback_interval
+    kBlind,   ///< neither netlink nor a fallback: only verbs events (warned at start)
 };
 const char *to_string(MonitorMode m) noexcept;
 
@@ -133,7 +133,7 @@ public:
     using Callback = std::function<void(const Event &)>;
 
     explicit Monitor(MonitorOptions opt);
-    /// Stops the thread if running.
+    /// Stops the thread if running and closes everything.
     ~Monitor();
     Monitor(const Monitor &) = delete;
     Monitor &operator=(const Monitor &) = delete;
@@ -144,8 +144,11 @@ public:
     /// runs blind when no fallback was given). Errors: already started; the
     /// thread or its eventfds cannot be created.
     util::Status start();
-    /// Stops and joins the thread, closes every fd and device context.
-    /// Idempotent; subscriptions stay registered but receive nothing more.
+    /// Stops and joins the thread, closes the sockets, the device contexts
+    /// and the inotify fd (its two eventfds stay until destruction, so
+    /// request_*() stay safe). Idempotent; start() may be called again.
+    /// Subscriptions stay registered and receive events after a restart.
+    /// Must not be called from a callback (it is then ignored, with an error).
     void stop() noexcept;
 
     /// Registers `cb` for events matching `filter` (from now on).
@@ -191,14 +194,14 @@ private:
     util::LogSink *log_;
 
     mutable std::mutex model_mu_;
-    Model model_;                          // guarded by model_mu_
+    Model model_; // guarded by model_mu_
     std::shared_ptr<Subscription::Registry> registry_;
 
-    std::unique_ptr<NlSocket> sock_;       // notifications; monitor thread only (after start)
-    std::unique_ptr<NlSocket> dump_sock_;  // dumps only, never subscribed
-    VerbsAsyncWatcher verbs_;              // monitor thread only (after start)
-    int stop_fd_ = -1;                     // created by the first start(), closed by ~Monitor
-    std::atomic<int> wake_fd_{-1};         // idem; written to from any thread
+    std::unique_ptr<NlSocket> sock_;      // notifications; monitor thread only (after start)
+    std::unique_ptr<NlSocket> dump_sock_; // dumps only, never subscribed
+    VerbsAsyncWatcher verbs_;             // monitor thread only (after start)
+    int stop_fd_ = -1;                    // created by the first start(), closed by ~Monitor
+    std::atomic<int> wake_fd_{-1};        // idem; written to from any thread
     int inotify_fd_ = -1;
     int inotify_wd_ = -1;
     bool watching_parent_ = false;
@@ -211,7 +214,7 @@ private:
     std::atomic<pid_t> tid_{0};
     std::atomic<bool> want_rdma_refresh_{false};
     std::atomic<bool> want_resync_{false};
-    uint64_t next_seq_ = 1;                // monitor thread only
+    uint64_t next_seq_ = 1; // monitor thread only
 
     struct AtomicStats;
     std::unique_ptr<AtomicStats> stats_;

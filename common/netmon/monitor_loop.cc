@@ -88,7 +88,8 @@ void Monitor::loop() {
             if (errno == EINTR) {
                 continue;
             }
-            log(util::LogLevel::kError, util::format("poll failed: %s; the monitor stops", strerror(errno)));
+            log(util::LogLevel::kError,
+                util::format("poll failed: %s; the monitor stops", strerror(errno)));
             return;
         }
         if ((fds[0].revents & POLLIN) != 0) {
@@ -133,8 +134,9 @@ void Monitor::apply_message(Model &m, const nlmsghdr *h, std::vector<Event> *out
     auto p = parse_message(h);
     if (!p) {
         stats_->parse_errors.fetch_add(1, std::memory_order_relaxed);
-        log(util::LogLevel::kWarn, util::format("skipping a %s message: ", nl_type_name(h->nlmsg_type)) +
-                                       p.status().to_string());
+        log(util::LogLevel::kWarn,
+            util::format("skipping a %s message: ", nl_type_name(h->nlmsg_type)) +
+                p.status().to_string());
         return;
     }
     std::vector<Event> ev;
@@ -156,7 +158,8 @@ void Monitor::apply_message(Model &m, const nlmsghdr *h, std::vector<Event> *out
         return;
     }
     if (out != nullptr) {
-        out->insert(out->end(), std::make_move_iterator(ev.begin()), std::make_move_iterator(ev.end()));
+        out->insert(out->end(), std::make_move_iterator(ev.begin()),
+                    std::make_move_iterator(ev.end()));
     }
 }
 
@@ -173,13 +176,13 @@ void Monitor::drain_netlink(std::vector<Event> *out, bool *rdma_dirty) {
             // Not an overrun: the socket itself is broken. Keep the model,
             // fall back to polling (or blindness) rather than spin on it.
             bool poll = static_cast<bool>(opt_.fallback_poll);
-            log(util::LogLevel::kError,
-                "reading rtnetlink failed: " + r.status().to_string() +
-                    (poll ? "; polling the netdev snapshot from now on"
-                          : "; netdev changes are no longer seen"));
+            log(util::LogLevel::kError, "reading rtnetlink failed: " + r.status().to_string() +
+                                            (poll ? "; polling the netdev snapshot from now on"
+                                                  : "; netdev changes are no longer seen"));
             sock_.reset();
             dump_sock_.reset();
-            mode_.store(poll ? MonitorMode::kPolling : MonitorMode::kBlind, std::memory_order_release);
+            mode_.store(poll ? MonitorMode::kPolling : MonitorMode::kBlind,
+                        std::memory_order_release);
             next_poll_ = std::chrono::steady_clock::now() + opt_.fallback_interval;
             return;
         }
@@ -216,7 +219,8 @@ void Monitor::drain_netlink(std::vector<Event> *out, bool *rdma_dirty) {
         auto seq = sock_->request_link(ifindex);
         stats_->lacp_refreshes.fetch_add(1, std::memory_order_relaxed);
         if (!seq) {
-            log(util::LogLevel::kWarn, "re-reading 802.3ad bond state: " + seq.status().to_string());
+            log(util::LogLevel::kWarn,
+                "re-reading 802.3ad bond state: " + seq.status().to_string());
         }
     }
 }
@@ -334,7 +338,8 @@ void Monitor::poll_fallback(std::vector<Event> *out, bool initial) {
         model_ = std::move(fresh);
     }
     if (!initial) {
-        out->insert(out->end(), std::make_move_iterator(ev.begin()), std::make_move_iterator(ev.end()));
+        out->insert(out->end(), std::make_move_iterator(ev.begin()),
+                    std::make_move_iterator(ev.end()));
     }
 }
 
@@ -351,7 +356,8 @@ void Monitor::refresh_rdma(std::vector<Event> *out, bool initial) {
         ev = model_.set_rdma_bindings(std::move(*b));
     }
     if (!initial) {
-        out->insert(out->end(), std::make_move_iterator(ev.begin()), std::make_move_iterator(ev.end()));
+        out->insert(out->end(), std::make_move_iterator(ev.begin()),
+                    std::make_move_iterator(ev.end()));
     }
 }
 
@@ -381,7 +387,8 @@ void Monitor::watch_rdma_dir() {
         std::string parent = opt_.rdma_dev_dir;
         auto slash = parent.find_last_of('/');
         parent = slash == std::string::npos ? "." : slash == 0 ? "/" : parent.substr(0, slash);
-        inotify_wd_ = inotify_add_watch(inotify_fd_, parent.c_str(), IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+        inotify_wd_ =
+            inotify_add_watch(inotify_fd_, parent.c_str(), IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
         watching_parent_ = inotify_wd_ >= 0;
     }
 }

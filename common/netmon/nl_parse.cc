@@ -52,20 +52,27 @@ Status short_attr(const char *what) {
 
 topo::OperState oper_state(uint8_t v) {
     switch (v) {
-    case IF_OPER_NOTPRESENT: return topo::OperState::kNotPresent;
-    case IF_OPER_DOWN: return topo::OperState::kDown;
-    case IF_OPER_LOWERLAYERDOWN: return topo::OperState::kLowerLayerDown;
-    case IF_OPER_TESTING: return topo::OperState::kTesting;
-    case IF_OPER_DORMANT: return topo::OperState::kDormant;
-    case IF_OPER_UP: return topo::OperState::kUp;
-    default: return topo::OperState::kUnknown;
+    case IF_OPER_NOTPRESENT:
+        return topo::OperState::kNotPresent;
+    case IF_OPER_DOWN:
+        return topo::OperState::kDown;
+    case IF_OPER_LOWERLAYERDOWN:
+        return topo::OperState::kLowerLayerDown;
+    case IF_OPER_TESTING:
+        return topo::OperState::kTesting;
+    case IF_OPER_DORMANT:
+        return topo::OperState::kDormant;
+    case IF_OPER_UP:
+        return topo::OperState::kUp;
+    default:
+        return topo::OperState::kUnknown;
     }
 }
 
 const char *xmit_hash_name(uint8_t v) {
     // BOND_XMIT_POLICY_* in include/net/bonding.h, spelled as sysfs shows them.
-    static const char *const kNames[] = {"layer2",    "layer3+4",    "layer2+3",
-                                         "encap2+3",  "encap3+4",    "vlan+srcmac"};
+    static const char *const kNames[] = {"layer2",   "layer3+4", "layer2+3",
+                                         "encap2+3", "encap3+4", "vlan+srcmac"};
     return v < sizeof(kNames) / sizeof(kNames[0]) ? kNames[v] : "unknown";
 }
 
@@ -91,7 +98,8 @@ Status parse_ad_info(nlattr *nest, topo::BondInfo *b) {
         }
         b->ad_num_ports = v16;
     }
-    if (tb[IFLA_BOND_AD_INFO_ACTOR_KEY] != nullptr && get_fixed(tb[IFLA_BOND_AD_INFO_ACTOR_KEY], &v16)) {
+    if (tb[IFLA_BOND_AD_INFO_ACTOR_KEY] != nullptr &&
+        get_fixed(tb[IFLA_BOND_AD_INFO_ACTOR_KEY], &v16)) {
         b->ad_actor_key = v16;
     }
     if (tb[IFLA_BOND_AD_INFO_PARTNER_KEY] != nullptr &&
@@ -130,7 +138,8 @@ Status parse_bond(nlattr *data, LinkMessage *m) {
     if (tb[IFLA_BOND_MIN_LINKS] != nullptr && get_fixed(tb[IFLA_BOND_MIN_LINKS], &v32)) {
         b.min_links = static_cast<int>(v32);
     }
-    if (tb[IFLA_BOND_XMIT_HASH_POLICY] != nullptr && get_fixed(tb[IFLA_BOND_XMIT_HASH_POLICY], &v8)) {
+    if (tb[IFLA_BOND_XMIT_HASH_POLICY] != nullptr &&
+        get_fixed(tb[IFLA_BOND_XMIT_HASH_POLICY], &v8)) {
         b.xmit_hash_policy = xmit_hash_name(v8);
     }
     if (b.mode == topo::BondMode::k8023ad) {
@@ -167,7 +176,8 @@ Status parse_bond_slave(nlattr *data, LinkMessage *m) {
         if (!get_fixed(tb[IFLA_BOND_SLAVE_MII_STATUS], &v8)) {
             return short_attr("IFLA_BOND_SLAVE_MII_STATUS");
         }
-        s.mii_status = v8 <= 3 ? static_cast<topo::BondMiiStatus>(v8) : topo::BondMiiStatus::kUnknown;
+        s.mii_status =
+            v8 <= 3 ? static_cast<topo::BondMiiStatus>(v8) : topo::BondMiiStatus::kUnknown;
     }
     if (tb[IFLA_BOND_SLAVE_LINK_FAILURE_COUNT] != nullptr &&
         get_fixed(tb[IFLA_BOND_SLAVE_LINK_FAILURE_COUNT], &v32)) {
@@ -298,7 +308,8 @@ Status parse_link(const nlmsghdr *h, ParsedMessage *out) {
     if (tb[IFLA_LINKINFO] != nullptr) {
         Status st = parse_linkinfo(tb[IFLA_LINKINFO], &m);
         if (!st) {
-            return std::move(st).with_context(util::format("link %d (%s)", m.ifindex, m.name.c_str()));
+            return std::move(st).with_context(
+                util::format("link %d (%s)", m.ifindex, m.name.c_str()));
         }
     }
     out->type = ParsedMessage::Type::kLink;
@@ -333,7 +344,8 @@ Status parse_addr(const nlmsghdr *h, ParsedMessage *out) {
     // point-to-point links (iproute2 reads them the same way).
     const nlattr *a = tb[IFA_LOCAL] != nullptr ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
     if (a == nullptr) {
-        return Status(Code::kProtocol, util::format("RTM_*ADDR for ifindex %d has no address", m.ifindex));
+        return Status(Code::kProtocol,
+                      util::format("RTM_*ADDR for ifindex %d has no address", m.ifindex));
     }
     if (ifa->ifa_family == AF_INET) {
         std::array<uint8_t, 4> b{};
@@ -398,17 +410,28 @@ util::Result<ParsedMessage> parse_message(const nlmsghdr *h) {
 
 const char *nl_type_name(uint16_t type) noexcept {
     switch (type) {
-    case NLMSG_NOOP: return "NLMSG_NOOP";
-    case NLMSG_ERROR: return "NLMSG_ERROR";
-    case NLMSG_DONE: return "NLMSG_DONE";
-    case NLMSG_OVERRUN: return "NLMSG_OVERRUN";
-    case RTM_NEWLINK: return "RTM_NEWLINK";
-    case RTM_DELLINK: return "RTM_DELLINK";
-    case RTM_NEWADDR: return "RTM_NEWADDR";
-    case RTM_DELADDR: return "RTM_DELADDR";
-    case RTM_GETLINK: return "RTM_GETLINK";
-    case RTM_GETADDR: return "RTM_GETADDR";
-    default: return "other";
+    case NLMSG_NOOP:
+        return "NLMSG_NOOP";
+    case NLMSG_ERROR:
+        return "NLMSG_ERROR";
+    case NLMSG_DONE:
+        return "NLMSG_DONE";
+    case NLMSG_OVERRUN:
+        return "NLMSG_OVERRUN";
+    case RTM_NEWLINK:
+        return "RTM_NEWLINK";
+    case RTM_DELLINK:
+        return "RTM_DELLINK";
+    case RTM_NEWADDR:
+        return "RTM_NEWADDR";
+    case RTM_DELADDR:
+        return "RTM_DELADDR";
+    case RTM_GETLINK:
+        return "RTM_GETLINK";
+    case RTM_GETADDR:
+        return "RTM_GETADDR";
+    default:
+        return "other";
     }
 }
 

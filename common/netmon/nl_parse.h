@@ -14,17 +14,17 @@ namespace roce::netmon {
 /// One netlink message, classified and decoded.
 struct ParsedMessage {
     enum class Type {
-        kLink,     ///< RTM_NEWLINK/RTM_DELLINK, family AF_UNSPEC: `link` is set
-        kAddress,  ///< RTM_NEWADDR/RTM_DELADDR, AF_INET/AF_INET6: `addr` is set
-        kDone,     ///< NLMSG_DONE (end of a dump)
-        kError,    ///< NLMSG_ERROR: `error` is the positive errno, 0 for an ACK
-        kIgnored,  ///< anything else (bridge port info, other families, NOOP)
+        kLink,    ///< RTM_NEWLINK/RTM_DELLINK, family AF_UNSPEC: `link` is set
+        kAddress, ///< RTM_NEWADDR/RTM_DELADDR, AF_INET/AF_INET6: `addr` is set
+        kDone,    ///< NLMSG_DONE (end of a dump)
+        kError,   ///< NLMSG_ERROR: `error` is the positive errno, 0 for an ACK
+        kIgnored, ///< anything else (bridge port info, other families, NOOP)
     };
     Type type = Type::kIgnored;
-    uint32_t seq = 0;             ///< nlmsg_seq (0 for kernel notifications)
-    uint32_t portid = 0;          ///< nlmsg_pid
-    uint16_t nl_flags = 0;        ///< nlmsg_flags (NLM_F_MULTI, NLM_F_DUMP_INTR, ...)
-    uint16_t nl_type = 0;         ///< nlmsg_type
+    uint32_t seq = 0;      ///< nlmsg_seq (0 for kernel notifications)
+    uint32_t portid = 0;   ///< nlmsg_pid
+    uint16_t nl_flags = 0; ///< nlmsg_flags (NLM_F_MULTI, NLM_F_DUMP_INTR, ...)
+    uint16_t nl_type = 0;  ///< nlmsg_type
     int error = 0;
     LinkMessage link;
     AddrMessage addr;

@@ -93,9 +93,13 @@ NlSocket::~NlSocket() {
     }
 }
 
-int NlSocket::fd() const noexcept { return nl_socket_get_fd(sk_); }
+int NlSocket::fd() const noexcept {
+    return nl_socket_get_fd(sk_);
+}
 
-uint32_t NlSocket::portid() const noexcept { return nl_socket_get_local_port(sk_); }
+uint32_t NlSocket::portid() const noexcept {
+    return nl_socket_get_local_port(sk_);
+}
 
 int NlSocket::rcvbuf() const noexcept {
     int v = 0;
@@ -128,8 +132,8 @@ util::Result<uint32_t> NlSocket::request_dump(uint16_t rtm_type) {
     errno = 0;
     rc = nl_send_auto(sk_, msg.get());
     if (rc < 0) {
-        return nl_error(rc, util::format("sending the %s dump request", nl_type_name(rtm_type)).c_str(),
-                        errno);
+        return nl_error(
+            rc, util::format("sending the %s dump request", nl_type_name(rtm_type)).c_str(), errno);
     }
     return nlmsg_hdr(msg.get())->nlmsg_seq;
 }

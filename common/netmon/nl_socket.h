@@ -22,7 +22,7 @@ namespace roce::netmon {
 class NlSocket {
 public:
     struct Options {
-        bool subscribe = true;     ///< join the link and address groups
+        bool subscribe = true; ///< join the link and address groups
         /// SO_RCVBUF in bytes (the kernel doubles it and enforces a minimum);
         /// SO_RCVBUFFORCE is tried first so root may exceed rmem_max.
         /// 0 keeps libnl's default (32 KiB).
@@ -66,10 +66,10 @@ private:
 
 /// How one run_dump() ended.
 enum class DumpEnd {
-    kComplete,     ///< both dumps finished consistently
-    kOverflow,     ///< an overrun happened meanwhile: the picture may miss changes, redo
-    kInterrupted,  ///< the kernel flagged the dump inconsistent (NLM_F_DUMP_INTR): redo
-    kStopped,      ///< `stop_fd` became readable
+    kComplete,    ///< both dumps finished consistently
+    kOverflow,    ///< an overrun happened meanwhile: the picture may miss changes, redo
+    kInterrupted, ///< the kernel flagged the dump inconsistent (NLM_F_DUMP_INTR): redo
+    kStopped,     ///< `stop_fd` became readable
 };
 
 /// Dumps links, then addresses, on `sock`, passing every message read in the

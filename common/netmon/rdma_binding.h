@@ -16,7 +16,7 @@ struct RdmaBinding {
     std::string device;
     int port = 0;
     std::string netdev;
-    int netdev_ifindex = 0;  ///< 0 when the reader did not know it (match by name then)
+    int netdev_ifindex = 0; ///< 0 when the reader did not know it (match by name then)
 
     bool operator==(const RdmaBinding &o) const {
         return device == o.device && port == o.port && netdev == o.netdev &&

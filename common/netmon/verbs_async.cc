@@ -13,27 +13,48 @@ namespace roce::netmon {
 
 const char *verbs_event_name(int event_type) noexcept {
     switch (event_type) {
-    case IBV_EVENT_CQ_ERR: return "CQ_ERR";
-    case IBV_EVENT_QP_FATAL: return "QP_FATAL";
-    case IBV_EVENT_QP_REQ_ERR: return "QP_REQ_ERR";
-    case IBV_EVENT_QP_ACCESS_ERR: return "QP_ACCESS_ERR";
-    case IBV_EVENT_COMM_EST: return "COMM_EST";
-    case IBV_EVENT_SQ_DRAINED: return "SQ_DRAINED";
-    case IBV_EVENT_PATH_MIG: return "PATH_MIG";
-    case IBV_EVENT_PATH_MIG_ERR: return "PATH_MIG_ERR";
-    case IBV_EVENT_DEVICE_FATAL: return "DEVICE_FATAL";
-    case IBV_EVENT_PORT_ACTIVE: return "PORT_ACTIVE";
-    case IBV_EVENT_PORT_ERR: return "PORT_ERR";
-    case IBV_EVENT_LID_CHANGE: return "LID_CHANGE";
-    case IBV_EVENT_PKEY_CHANGE: return "PKEY_CHANGE";
-    case IBV_EVENT_SM_CHANGE: return "SM_CHANGE";
-    case IBV_EVENT_SRQ_ERR: return "SRQ_ERR";
-    case IBV_EVENT_SRQ_LIMIT_REACHED: return "SRQ_LIMIT_REACHED";
-    case IBV_EVENT_QP_LAST_WQE_REACHED: return "QP_LAST_WQE_REACHED";
-    case IBV_EVENT_CLIENT_REREGISTER: return "CLIENT_REREGISTER";
-    case IBV_EVENT_GID_CHANGE: return "GID_CHANGE";
-    case IBV_EVENT_WQ_FATAL: return "WQ_FATAL";
-    default: return "UNKNOWN";
+    case IBV_EVENT_CQ_ERR:
+        return "CQ_ERR";
+    case IBV_EVENT_QP_FATAL:
+        return "QP_FATAL";
+    case IBV_EVENT_QP_REQ_ERR:
+        return "QP_REQ_ERR";
+    case IBV_EVENT_QP_ACCESS_ERR:
+        return "QP_ACCESS_ERR";
+    case IBV_EVENT_COMM_EST:
+        return "COMM_EST";
+    case IBV_EVENT_SQ_DRAINED:
+        return "SQ_DRAINED";
+    case IBV_EVENT_PATH_MIG:
+        return "PATH_MIG";
+    case IBV_EVENT_PATH_MIG_ERR:
+        return "PATH_MIG_ERR";
+    case IBV_EVENT_DEVICE_FATAL:
+        return "DEVICE_FATAL";
+    case IBV_EVENT_PORT_ACTIVE:
+        return "PORT_ACTIVE";
+    case IBV_EVENT_PORT_ERR:
+        return "PORT_ERR";
+    case IBV_EVENT_LID_CHANGE:
+        return "LID_CHANGE";
+    case IBV_EVENT_PKEY_CHANGE:
+        return "PKEY_CHANGE";
+    case IBV_EVENT_SM_CHANGE:
+        return "SM_CHANGE";
+    case IBV_EVENT_SRQ_ERR:
+        return "SRQ_ERR";
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+        return "SRQ_LIMIT_REACHED";
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+        return "QP_LAST_WQE_REACHED";
+    case IBV_EVENT_CLIENT_REREGISTER:
+        return "CLIENT_REREGISTER";
+    case IBV_EVENT_GID_CHANGE:
+        return "GID_CHANGE";
+    case IBV_EVENT_WQ_FATAL:
+        return "WQ_FATAL";
+    default:
+        return "UNKNOWN";
     }
 }
 
@@ -99,7 +120,9 @@ util::Status VerbsAsyncWatcher::open(const verbs::VerbsApi &api,
     return util::Status::ok();
 }
 
-void VerbsAsyncWatcher::close() noexcept { devs_.clear(); }
+void VerbsAsyncWatcher::close() noexcept {
+    devs_.clear();
+}
 
 int VerbsAsyncWatcher::fd(size_t i) const noexcept {
     return devs_[i].fatal ? -1 : devs_[i].ctx->async_fd;

@@ -115,7 +115,9 @@ long schedstat_runs(pid_t tid) {
     return static_cast<long>(slices);
 }
 
-int sh(const std::string &cmd) { return std::system(cmd.c_str()); }
+int sh(const std::string &cmd) {
+    return std::system(cmd.c_str());
+}
 
 bool set_mtu(int fd, int mtu) {
     ifreq r{};
@@ -156,7 +158,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     std::ofstream("/proc/sys/net/ipv6/conf/default/addr_gen_mode") << "1\n";
-    if (sh("ip link add v0 type veth peer name v1 && ip link set v1 up && ip link set v0 up") != 0) {
+    if (sh("ip link add v0 type veth peer name v1 && ip link set v1 up && ip link set v0 up") !=
+        0) {
         return 1;
     }
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -167,7 +170,8 @@ int main(int argc, char **argv) {
     opt.rdma_dev_dir = "";
     netmon::Monitor mon(opt);
     Waiter w;
-    auto sub = mon.subscribe(netmon::EventFilter::all(), [&w](const netmon::Event &e) { w.on_event(e); });
+    auto sub =
+        mon.subscribe(netmon::EventFilter::all(), [&w](const netmon::Event &e) { w.on_event(e); });
     if (!mon.start().is_ok() || mon.mode() != netmon::MonitorMode::kNetlink) {
         std::fprintf(stderr, "netmon_bench: the monitor did not start on netlink\n");
         return 1;
@@ -203,7 +207,8 @@ int main(int argc, char **argv) {
         }
         Clock::time_point t1;
         if (w.wait(&t1)) {
-            (up ? up_us : down_us).push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+            (up ? up_us : down_us)
+                .push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
         } else {
             ++lost;
         }
@@ -258,13 +263,14 @@ int main(int argc, char **argv) {
                 runs1 - runs0);
     std::printf("generation() on the progress path: %.2f ns per call (checksum %llu)\n", gen_ns,
                 static_cast<unsigned long long>(sink & 1));
-    std::printf("{\"changes\":%d,\"mtu_median_us\":%.1f,\"mtu_p99_us\":%.1f,\"down_median_us\":%.1f,"
-                "\"down_p99_us\":%.1f,\"up_median_us\":%.1f,\"up_p99_us\":%.1f,\"lost\":%d,"
-                "\"idle_s\":%.1f,\"idle_wakeups\":%llu,\"idle_ctx_switches\":%ld,"
-                "\"generation_ns\":%.2f}\n",
-                changes, m.median_us, m.p99_us, d.median_us, d.p99_us, u.median_us, u.p99_us, lost,
-                secs, static_cast<unsigned long long>(s1.wakeups - s0.wakeups),
-                (vol1 - vol0) + (inv1 - inv0), gen_ns);
+    std::printf(
+        "{\"changes\":%d,\"mtu_median_us\":%.1f,\"mtu_p99_us\":%.1f,\"down_median_us\":%.1f,"
+        "\"down_p99_us\":%.1f,\"up_median_us\":%.1f,\"up_p99_us\":%.1f,\"lost\":%d,"
+        "\"idle_s\":%.1f,\"idle_wakeups\":%llu,\"idle_ctx_switches\":%ld,"
+        "\"generation_ns\":%.2f}\n",
+        changes, m.median_us, m.p99_us, d.median_us, d.p99_us, u.median_us, u.p99_us, lost, secs,
+        static_cast<unsigned long long>(s1.wakeups - s0.wakeups), (vol1 - vol0) + (inv1 - inv0),
+        gen_ns);
     mon.stop();
     close(fd);
     return lost == 0 ? 0 : 1;

@@ -50,7 +50,10 @@ int main(int argc, char **argv) {
         if (!roce::netmon::netns::kernel_has_link_kind(kind, &why)) {
             std::printf("SKIP: this kernel cannot create '%s' links (%s: `ip link add ... type "
                         "%s` said: %s); these tests run in the VM tier (tests/vm/netmon_bond.sh)\n",
-                        kind.c_str(), kind == "vlan" ? "8021q" : kind == "bond" ? "bonding" : kind.c_str(),
+                        kind.c_str(),
+                        kind == "vlan"   ? "8021q"
+                        : kind == "bond" ? "bonding"
+                                         : kind.c_str(),
                         kind.c_str(), why.c_str());
             return 77;
         }

@@ -71,13 +71,13 @@ int sh_status(const std::string &cmd) {
 
 bool kernel_has_link_kind(const std::string &kind, std::string *why) {
     int status = 0;
-    std::string out = run_capture(
-        "unshare -n sh -c 'ip link add nmchk0 type veth peer name nmchk1 && "
-        "ip link add " +
-            std::string(kind == "vlan" ? "link nmchk0 name nmchk0.5 type vlan id 5"
-                                       : "nmchk2 type " + kind) +
-            "'",
-        &status);
+    std::string out =
+        run_capture("unshare -n sh -c 'ip link add nmchk0 type veth peer name nmchk1 && "
+                    "ip link add " +
+                        std::string(kind == "vlan" ? "link nmchk0 name nmchk0.5 type vlan id 5"
+                                                   : "nmchk2 type " + kind) +
+                        "'",
+                    &status);
     if (status != 0 && why != nullptr) {
         *why = out;
         while (!why->empty() && (why->back() == '\n' || why->back() == ' ')) {
@@ -127,7 +127,11 @@ std::vector<std::string> brief(const std::vector<Event> &ev) {
     return out;
 }
 
-int open_fd_count() { return count_dir("/proc/self/fd"); }
-int thread_count() { return count_dir("/proc/self/task"); }
+int open_fd_count() {
+    return count_dir("/proc/self/fd");
+}
+int thread_count() {
+    return count_dir("/proc/self/task");
+}
 
 } // namespace roce::netmon::netns

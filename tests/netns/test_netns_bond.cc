@@ -94,9 +94,9 @@ TEST_CASE("bond: active-backup failover on member carrier loss", "[bond]") {
     REQUIRE(col.wait_for(EventKind::kLagMemberCountChanged, "bond0", mark, 10s));
     auto ev = col.events();
     ev.erase(ev.begin(), ev.begin() + static_cast<long>(mark));
-    Strings got = brief(only(ev, {EventKind::kLinkDown, EventKind::kBondMemberDown,
-                                  EventKind::kActiveSlaveChanged,
-                                  EventKind::kLagMemberCountChanged}));
+    Strings got =
+        brief(only(ev, {EventKind::kLinkDown, EventKind::kBondMemberDown,
+                        EventKind::kActiveSlaveChanged, EventKind::kLagMemberCountChanged}));
     INFO("events: " << [&] {
         std::string s;
         for (const auto &x : brief(ev)) {
@@ -131,7 +131,8 @@ TEST_CASE("bond: active-backup failover on member carrier loss", "[bond]") {
 TEST_CASE("bond: 802.3ad member loss and removal change the LAG member count", "[bond]") {
     fresh_netns();
     // Two 802.3ad bonds back to back over veth pairs: LACP really forms.
-    sh("ip link add bond0 type bond mode 802.3ad miimon 50 lacp_rate fast xmit_hash_policy layer3+4");
+    sh("ip link add bond0 type bond mode 802.3ad miimon 50 lacp_rate fast xmit_hash_policy "
+       "layer3+4");
     sh("ip link add bond1 type bond mode 802.3ad miimon 50 lacp_rate fast");
     sh("ip link add a0 type veth peer name b0");
     sh("ip link add a1 type veth peer name b1");

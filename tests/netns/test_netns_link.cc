@@ -46,8 +46,8 @@ TEST_CASE("netns: address add, replace and remove arrive in order with their att
     LockedCapture log;
     Monitor mon(options(&log));
     Collector col;
-    auto sub = mon.subscribe(EventFilter::only({EventKind::kAddressAdded, EventKind::kAddressRemoved}),
-                             col.callback());
+    auto sub = mon.subscribe(
+        EventFilter::only({EventKind::kAddressAdded, EventKind::kAddressRemoved}), col.callback());
     REQUIRE(mon.start().is_ok());
     REQUIRE(mon.mode() == MonitorMode::kNetlink);
     auto v0 = find(mon.snapshot(), "v0");
@@ -66,8 +66,7 @@ TEST_CASE("netns: address add, replace and remove arrive in order with their att
     std::this_thread::sleep_for(100ms); // nothing else may follow
     auto ev = col.events();
     CHECK(brief(ev) == Strings{"address-added v0 198.18.0.1/24", "address-added v0 2001:db8::1/64",
-                               "address-added v0 198.18.0.1/16",
-                               "address-removed v0 198.18.0.1/24",
+                               "address-added v0 198.18.0.1/16", "address-removed v0 198.18.0.1/24",
                                "address-removed v0 2001:db8::1/64"});
     for (size_t i = 0; i < ev.size(); ++i) {
         CHECK(ev[i].ifindex == ifindex);
@@ -93,9 +92,9 @@ TEST_CASE("netns: link down/up on a veth pair and an MTU change", "[netns]") {
     LockedCapture log;
     Monitor mon(options(&log));
     Collector col;
-    auto sub = mon.subscribe(EventFilter::only({EventKind::kLinkUp, EventKind::kLinkDown,
-                                                EventKind::kMtuChanged}),
-                             col.callback());
+    auto sub = mon.subscribe(
+        EventFilter::only({EventKind::kLinkUp, EventKind::kLinkDown, EventKind::kMtuChanged}),
+        col.callback());
     REQUIRE(mon.start().is_ok());
     // The links came up just before the monitor started: let the kernel's
     // (asynchronous) operstate updates arrive, then start from a clean slate.

@@ -117,12 +117,12 @@ TEST_CASE("netns overflow: a burst against a slow subscriber ends in a resync an
                       << st.dump_retries << ", messages " << st.messages << ", events "
                       << st.events);
     CHECK(equal);
-    CHECK(st.overflows >= 1);      // the kernel really reported ENOBUFS
+    CHECK(st.overflows >= 1); // the kernel really reported ENOBUFS
     CHECK(st.resyncs >= 1);
     // Each resync is announced once (the last announcement may still be on
     // its way through the slow subscriber).
-    CHECK(test::eventually(
-        [&] { return resync_events == static_cast<int>(mon.stats().resyncs); }, 10s));
+    CHECK(test::eventually([&] { return resync_events == static_cast<int>(mon.stats().resyncs); },
+                           10s));
     CHECK(log.contains("rtnetlink overrun (ENOBUFS"));
     auto final_snap = mon.snapshot();
     auto v0 = final_snap.find_netdev("v0");

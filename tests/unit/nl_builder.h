@@ -26,8 +26,8 @@ struct AdInfoSpec {
 };
 
 struct BondSpec {
-    uint8_t mode = 1;           // BOND_MODE_ACTIVEBACKUP
-    uint32_t active_slave = 0;  // ifindex; 0: attribute omitted (as the kernel does)
+    uint8_t mode = 1;          // BOND_MODE_ACTIVEBACKUP
+    uint32_t active_slave = 0; // ifindex; 0: attribute omitted (as the kernel does)
     uint32_t miimon = 100;
     uint8_t xmit_hash_policy = 1; // layer3+4
     uint32_t min_links = 0;
@@ -35,45 +35,45 @@ struct BondSpec {
 };
 
 struct BondSlaveSpec {
-    uint8_t state = 0;          // BOND_STATE_ACTIVE 0, BACKUP 1
-    uint8_t mii_status = 0;     // BOND_LINK_UP 0, FAIL 1, DOWN 2, BACK 3
+    uint8_t state = 0;      // BOND_STATE_ACTIVE 0, BACKUP 1
+    uint8_t mii_status = 0; // BOND_LINK_UP 0, FAIL 1, DOWN 2, BACK 3
     uint32_t link_failure_count = 0;
     Mac perm_hwaddr{0x52, 0x54, 0, 0, 0, 1};
     uint16_t queue_id = 0;
-    bool mode_8023ad = false;   // emit the AD_* attributes (the port has an aggregator)
+    bool mode_8023ad = false; // emit the AD_* attributes (the port has an aggregator)
     uint16_t ad_aggregator_id = 1;
     uint8_t ad_actor_oper_port_state = 0x3d;
     uint16_t ad_partner_oper_port_state = 0x3d;
 };
 
 struct LinkSpec {
-    uint16_t type = 16;         // RTM_NEWLINK (17 RTM_DELLINK)
-    uint8_t family = 0;         // AF_UNSPEC; 7 = AF_BRIDGE
+    uint16_t type = 16; // RTM_NEWLINK (17 RTM_DELLINK)
+    uint8_t family = 0; // AF_UNSPEC; 7 = AF_BRIDGE
     int ifindex = 0;
     std::string name;
-    uint32_t flags = 0;         // IFF_*
+    uint32_t flags = 0; // IFF_*
     uint32_t mtu = 1500;
-    uint8_t operstate = 6;      // IF_OPER_UP
+    uint8_t operstate = 6; // IF_OPER_UP
     bool carrier = true;
     Mac mac{0x52, 0x54, 0, 0, 0, 0};
     uint32_t master = 0;
     uint32_t link = 0;
-    uint32_t ifla_event = 0;    // IFLA_EVENT_BONDING_FAILOVER = 3
-    std::string kind;           // "bond", "vlan", "macvlan", ...
+    uint32_t ifla_event = 0; // IFLA_EVENT_BONDING_FAILOVER = 3
+    std::string kind;        // "bond", "vlan", "macvlan", ...
     std::optional<BondSpec> bond;
     uint16_t vlan_id = 0;
     std::string slave_kind;
     std::optional<BondSlaveSpec> slave;
-    bool truncate_mtu = false;  // emit IFLA_MTU with 2 bytes (malformed)
+    bool truncate_mtu = false; // emit IFLA_MTU with 2 bytes (malformed)
 };
 
 struct AddrSpec {
-    uint16_t type = 20;         // RTM_NEWADDR (21 RTM_DELADDR)
+    uint16_t type = 20; // RTM_NEWADDR (21 RTM_DELADDR)
     int ifindex = 0;
-    std::string address;        // "198.18.0.1" or "fe80::1"
+    std::string address; // "198.18.0.1" or "fe80::1"
     int prefix_len = 24;
-    std::string peer;           // point-to-point peer (IFA_ADDRESS != IFA_LOCAL)
-    uint32_t flags = 0x80;      // IFA_F_PERMANENT
+    std::string peer;      // point-to-point peer (IFA_ADDRESS != IFA_LOCAL)
+    uint32_t flags = 0x80; // IFA_F_PERMANENT
 };
 
 /// One netlink message (header included), as it sits in a datagram.
@@ -85,9 +85,10 @@ Bytes build_error(int err, uint32_t seq, uint32_t portid);
 /// Concatenates messages into one datagram.
 Bytes datagram(std::initializer_list<Bytes> msgs);
 
-constexpr uint32_t kUp = 0x1 | 0x2 | 0x40 | 0x1000 | 0x10000;   // UP|BROADCAST|RUNNING|MULTICAST|LOWER_UP
-constexpr uint32_t kUpNoCarrier = 0x1 | 0x2 | 0x1000;            // UP|BROADCAST|MULTICAST
-constexpr uint32_t kSlaveFlags = 0x800;                          // IFF_SLAVE
-constexpr uint32_t kMasterFlags = 0x400;                         // IFF_MASTER
+constexpr uint32_t kUp =
+    0x1 | 0x2 | 0x40 | 0x1000 | 0x10000;              // UP|BROADCAST|RUNNING|MULTICAST|LOWER_UP
+constexpr uint32_t kUpNoCarrier = 0x1 | 0x2 | 0x1000; // UP|BROADCAST|MULTICAST
+constexpr uint32_t kSlaveFlags = 0x800;               // IFF_SLAVE
+constexpr uint32_t kMasterFlags = 0x400;              // IFF_MASTER
 
 } // namespace roce::netmon::test

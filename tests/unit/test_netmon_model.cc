@@ -139,12 +139,11 @@ Replayer bond_setup(uint8_t mode) {
                                    "bond-member-added eth1 bond=bond0",
                                    "lag-member-count-changed bond0 0->2"});
     } else {
-        CHECK(brief(ev) == Strings{"netdev-added bond0", "netdev-added eth0",
-                                   "bond-member-added eth0 bond=bond0",
-                                   "lag-member-count-changed bond0 0->1", "netdev-added eth1",
-                                   "bond-member-added eth1 bond=bond0",
-                                   "lag-member-count-changed bond0 1->2",
-                                   "active-slave-changed bond0 ->eth0"});
+        CHECK(brief(ev) ==
+              Strings{"netdev-added bond0", "netdev-added eth0",
+                      "bond-member-added eth0 bond=bond0", "lag-member-count-changed bond0 0->1",
+                      "netdev-added eth1", "bond-member-added eth1 bond=bond0",
+                      "lag-member-count-changed bond0 1->2", "active-slave-changed bond0 ->eth0"});
     }
     auto rdma = r.model.set_rdma_bindings({{"rxe_bond0", 1, "bond0", 4}});
     CHECK(brief(rdma) == Strings{"rdma-device-appeared rxe_bond0:1"});
@@ -239,7 +238,8 @@ TEST_CASE("replay: 802.3ad member loss and removal change the LAG member count",
     CHECK(brief(ev) == Strings{"lag-member-count-changed bond0 1->0"});
 }
 
-TEST_CASE("replay: VLAN on a bond, its addresses and the GID table moving", "[netmon][model][bond]") {
+TEST_CASE("replay: VLAN on a bond, its addresses and the GID table moving",
+          "[netmon][model][bond]") {
     Replayer r = bond_setup(1);
     LinkSpec v;
     v.ifindex = 6;
@@ -265,7 +265,8 @@ TEST_CASE("replay: VLAN on a bond, its addresses and the GID table moving", "[ne
 
     // The kernel gave the VLAN's address a GID: the binding source now
     // lists the VLAN netdev for the same port.
-    ev = r.model.set_rdma_bindings({{"rxe_bond0", 1, "bond0", 4}, {"rxe_bond0", 1, "bond0.3027", 6}});
+    ev = r.model.set_rdma_bindings(
+        {{"rxe_bond0", 1, "bond0", 4}, {"rxe_bond0", 1, "bond0.3027", 6}});
     CHECK(brief(ev) == Strings{"rdma-netdevs-changed rxe_bond0:1"});
     CHECK(r.model.rdma_ports(6).size() == 1);
 
@@ -291,7 +292,8 @@ TEST_CASE("replay: VLAN on a bond, its addresses and the GID table moving", "[ne
     LinkSpec del = v;
     del.type = 17;
     ev = r.feed(build_link(del));
-    CHECK(brief(ev) == Strings{"address-removed bond0.3027 198.19.0.2/24", "netdev-removed bond0.3027"});
+    CHECK(brief(ev) ==
+          Strings{"address-removed bond0.3027 198.19.0.2/24", "netdev-removed bond0.3027"});
     CHECK_FALSE(r.model.netdev(6));
 }
 
@@ -345,12 +347,11 @@ TEST_CASE("model: diff between two models is what a resync reports", "[netmon][m
     (void)b.model.set_rdma_bindings({{"rxe_bond0", 1, "bond0", 4}, {"rxe_eth0", 1, "eth0", 2}});
 
     auto ev = Model::diff(a.model, b.model);
-    CHECK(brief(ev) == Strings{"link-down eth0", "bond-member-down eth0 bond=bond0",
-                               "active-slave-changed bond0 eth0->eth1",
-                               "lag-member-count-changed bond0 2->1",
-                               "address-removed bond0 198.18.0.1/24",
-                               "address-added bond0 198.18.0.7/24", "netdev-added m0",
-                               "rdma-device-appeared rxe_eth0:1"});
+    CHECK(brief(ev) ==
+          Strings{"link-down eth0", "bond-member-down eth0 bond=bond0",
+                  "active-slave-changed bond0 eth0->eth1", "lag-member-count-changed bond0 2->1",
+                  "address-removed bond0 198.18.0.1/24", "address-added bond0 198.18.0.7/24",
+                  "netdev-added m0", "rdma-device-appeared rxe_eth0:1"});
     CHECK(Model::diff(b.model, b.model).empty());
     CHECK(b.model.netdev(9)->parent == "bond0");
 
@@ -444,15 +445,17 @@ TEST_CASE("events: filters and the JSON line format", "[netmon][event]") {
     Event resync;
     resync.kind = EventKind::kResync;
     CHECK(rdma.matches(resync)); // global events pass the RDMA filter
-    CHECK(to_json(e) == "{\"seq\":12,\"event\":\"address-added\",\"ifindex\":4,\"netdev\":\"bond0\","
-                        "\"address\":\"198.18.0.1/24\",\"rdma\":[\"rxe_bond0:1\"]}");
+    CHECK(to_json(e) ==
+          "{\"seq\":12,\"event\":\"address-added\",\"ifindex\":4,\"netdev\":\"bond0\","
+          "\"address\":\"198.18.0.1/24\",\"rdma\":[\"rxe_bond0:1\"]}");
     CHECK(to_string(e) == "#12 address-added bond0 198.18.0.1/24 [rxe_bond0:1]");
     for (unsigned k = 0; k < static_cast<unsigned>(EventKind::kCount_); ++k) {
         CHECK(std::string(to_string(static_cast<EventKind>(k))) != "?");
     }
 }
 
-TEST_CASE("recording: hex lines round-trip and malformed lines are rejected", "[netmon][recording]") {
+TEST_CASE("recording: hex lines round-trip and malformed lines are rejected",
+          "[netmon][recording]") {
     Bytes b = build_addr({20, 4, "198.18.0.1", 24, "", 0x80});
     std::string line = to_hex_line(b.data(), b.size());
     auto back = from_hex_line(line);

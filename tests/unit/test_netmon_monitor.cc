@@ -359,9 +359,9 @@ TEST_CASE("monitor: RDMA device directory changes trigger a binding refresh", "[
     };
     Collector col;
     Monitor mon(opt);
-    auto sub = mon.subscribe(EventFilter::only({EventKind::kRdmaDeviceAppeared,
-                                                EventKind::kRdmaDeviceDisappeared}),
-                             col.callback());
+    auto sub = mon.subscribe(
+        EventFilter::only({EventKind::kRdmaDeviceAppeared, EventKind::kRdmaDeviceDisappeared}),
+        col.callback());
     REQUIRE(mon.start().is_ok());
     CHECK(calls == 1);
     // rdma_rxe loaded: /dev/infiniband appears, then uverbs0 in it.
@@ -507,9 +507,8 @@ TEST_CASE("monitor: stop then start again; requests from other threads at any ti
         REQUIRE(mon.start().is_ok());
         REQUIRE(mon.mode() == MonitorMode::kPolling);
         poll.set({nd(1, "lo", 1400 + round)});
-        REQUIRE(col.wait([round](const auto &v) {
-            return !v.empty() && v.back().new_value == 1400 + round;
-        }));
+        REQUIRE(col.wait(
+            [round](const auto &v) { return !v.empty() && v.back().new_value == 1400 + round; }));
         int before = refreshes;
         REQUIRE(eventually([&] { return refreshes > before; }));
         mon.stop();
