@@ -78,6 +78,13 @@ Status Module::ensure_ah(Endpoint &ep) {
                                                       gid_text(ep.path().dgid).c_str()));
     }
     ep.ah_ = verbs::Ah(ah, verbs::AhDeleter{&dev_->api()});
+    if (a.grh.sgid_index != ep.path_.sgid_index) {
+        // Preflight followed our GID to its new slot (the bond's addresses
+        // were rewritten, e.g. at an active-backup failover): RC QPs made
+        // from now on start from the new index.
+        ep.path_.sgid_index = a.grh.sgid_index;
+        ep.path_.selection.gid_index = a.grh.sgid_index;
+    }
     return Status::ok();
 }
 

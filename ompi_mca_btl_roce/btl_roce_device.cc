@@ -243,6 +243,29 @@ Status Device::create_queues(const select::Selection &sel, qp::SnapshotSource fr
     return Status::ok();
 }
 
+Status Device::recover_ud() {
+    Status s = ud_qp_->reset();
+    if (s) {
+        s = ud_qp_->to_init();
+    }
+    for (uint32_t i = 0; s && i < cfg_.ud_bufs; ++i) {
+        s = post_ud_recv(i);
+    }
+    if (s) {
+        s = ud_qp_->to_rtr(nullptr);
+    }
+    if (s) {
+        s = ud_qp_->to_rts();
+    }
+    if (!s) {
+        return s.with_context(util::format("recovering the UD QP 0x%x of %s", ud_qp()->qp_num,
+                                           name_.c_str()));
+    }
+    ud_send_busy_.assign(ud_send_busy_.size(), false);
+    ++ud_recoveries_;
+    return Status::ok();
+}
+
 Status Device::post_srq_recv(uint32_t index) {
     ibv_sge sge{};
     sge.addr = reinterpret_cast<uint64_t>(srq_buffer(index));

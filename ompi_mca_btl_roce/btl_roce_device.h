@@ -92,6 +92,19 @@ public:
     util::Status ud_send(ibv_ah *ah, uint32_t remote_qpn, uint32_t remote_qkey,
                          const uint8_t *data, size_t len);
 
+    /// Brings the UD QP back after the device moved it to the error state
+    /// (rxe does that when a datagram cannot be transmitted, e.g. while an
+    /// active-backup bond has no active member): RESET -> INIT -> RTR -> RTS
+    /// with the same number, preflighted like the first time, all receive
+    /// buffers posted again and every send slot free. Completions of the
+    /// old incarnation still in the CQ must be ignored by the caller (see
+    /// ud_generation()).
+    util::Status recover_ud();
+    /// The state the device reports for the UD QP (a system call).
+    ibv_qp_state ud_state() const { return ud_qp_->query_state(); }
+    /// How many times the UD QP was recovered.
+    uint32_t ud_recoveries() const { return ud_recoveries_; }
+
     /// A new RC QP in RESET state, attached to the CQ and SRQ.
     util::Result<verbs::Qp> create_rc_qp();
 
@@ -120,6 +133,7 @@ private:
     uint32_t max_inline_ = 0;
     uint32_t srq_count_ = 0;
     uint32_t ud_send_next_ = 0;
+    uint32_t ud_recoveries_ = 0;
     std::vector<bool> ud_send_busy_;
 
     // Creation order (destruction is the reverse).

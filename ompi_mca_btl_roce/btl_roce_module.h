@@ -210,6 +210,7 @@ private:
     void on_send_completion(const ibv_wc &wc);
     void on_rdma_completion(const ibv_wc &wc);
     void log_path_stats();
+    void check_ud();
 
     mca_btl_roce_module_t c_;
     PortPlan plan_;
@@ -247,6 +248,8 @@ private:
     mca_btl_base_module_error_cb_fn_t error_cb_ = nullptr;
     bool warned_registration_ = false;
     uint64_t progress_calls_ = 0;
+    bool ud_suspect_ = false;       ///< a UD completion failed: check the UD QP
+    double ud_retry_at_ = 0;        ///< when a failed UD recovery is tried again
 };
 
 /// Seconds on a monotonic clock.

@@ -31,13 +31,16 @@ int Module::progress() {
     ibv_wc wc[kPollBatch];
     int n = dev_->api().poll_cq(dev_->cq(), kPollBatch, wc);
     // The idle path: one poll, two reads, no lock, no clock.
-    if (n <= 0 && watch_.empty() && deferred_.empty()) {
+    if (n <= 0 && watch_.empty() && deferred_.empty() && !ud_suspect_) {
         return 0;
     }
     std::vector<Deferred> todo;
     OPAL_THREAD_LOCK(&lock_);
     for (int i = 0; i < n; ++i) {
         handle_wc(wc[i]);
+    }
+    if (ud_suspect_) {
+        check_ud();
     }
     if (!watch_.empty() && (n > 0 || (progress_calls_ & 15) == 0)) {
         run_timers(now_seconds());
@@ -55,17 +58,29 @@ void Module::handle_wc(const ibv_wc &wc) {
         return;
     case WrKind::kUdRecv: {
         uint32_t idx = static_cast<uint32_t>(wr_index(wc.wr_id));
-        if (wc.status == IBV_WC_SUCCESS && wc.byte_len > Device::kGrhSize) {
+        if (wc.status != IBV_WC_SUCCESS) {
+            // Flushed: the UD QP is in the error state (or this is a
+            // leftover of an incarnation already recovered, which reposted
+            // every buffer): never repost here.
+            ud_suspect_ = true;
+            return;
+        }
+        if (wc.byte_len > Device::kGrhSize) {
             handle_cm(dev_->ud_buffer(idx) + Device::kGrhSize, wc.byte_len - Device::kGrhSize);
         }
         util::Status s = dev_->post_ud_recv(idx);
         if (!s) {
             log_.write(LogLevel::kWarn, s.message());
+            ud_suspect_ = true;
         }
         return;
     }
     case WrKind::kUdSend:
         dev_->ud_send_done(static_cast<uint32_t>(wr_index(wc.wr_id)));
+        if (wc.status != IBV_WC_SUCCESS) {
+            log_.write(LogLevel::kInfo, wc_error(wc, "UD send"));
+            ud_suspect_ = true;
+        }
         return;
     case WrKind::kSend:
         on_send_completion(wc);
@@ -76,6 +91,39 @@ void Module::handle_wc(const ibv_wc &wc) {
     case WrKind::kControl:
         return;
     }
+}
+
+// The UD QP had a failed completion. rxe moves a QP to the error state
+// when the netdev refuses a packet (an active-backup bond between losing its
+// active member and promoting the other): the connection manager would be
+// deaf from then on. Bring it back with the same number; the handshakes'
+// retransmission timers resend what was lost.
+void Module::check_ud() {
+    double now = now_seconds();
+    if (now < ud_retry_at_) {
+        return;
+    }
+    ud_suspect_ = false;
+    ibv_qp_state st = dev_->ud_state();
+    if (st != IBV_QPS_ERR && st != IBV_QPS_SQE) {
+        return; // a leftover completion of an incarnation already recovered
+    }
+    util::Status s = dev_->recover_ud();
+    if (!s) {
+        log_.write(LogLevel::kWarn, s.to_string() + "; trying again in 1 s");
+        ud_suspect_ = true;
+        ud_retry_at_ = now + 1.0;
+        return;
+    }
+    // The address handles may name a GID slot that no longer holds our
+    // address (the usual reason a datagram could not be sent): make them
+    // again, through preflight, on the next handshake message.
+    for (auto &ep : endpoints_) {
+        ep->ah_.reset();
+    }
+    log_.write(LogLevel::kInfo,
+               util::format("%s: UD QP 0x%x was in the error state; recovered (%u so far)",
+                            dev_->name().c_str(), dev_->ud_qp()->qp_num, dev_->ud_recoveries()));
 }
 
 // Accounts a completed work request to the QP it ran on. Returns the live

@@ -1,6 +1,8 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #include "qp/queue_pair.h"
 
+#include <cstring>
+
 #include <cerrno>
 
 #include "qp/diagnostic.h"
@@ -45,6 +47,36 @@ void QueuePair::log(util::LogLevel level, const std::string &line) const {
     if (log_ != nullptr && log_->enabled(level)) {
         log_->write(level, line);
     }
+}
+
+Status QueuePair::reset() {
+    if (!qp_) {
+        return Status(Code::kInternal, "QueuePair::reset on a QP that was never created");
+    }
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_RESET;
+    int rc = verbs::normalize_rc(api_->modify_qp(qp_.get(), &attr, IBV_QP_STATE), errno);
+    if (rc != 0) {
+        last_diag_ = util::format("ibv_modify_qp(%s, %s->RESET) on %s qpn 0x%x failed: %s",
+                                  to_string(type_), state_name(state_), sel_.device.c_str(),
+                                  qp_->qp_num, std::strerror(rc));
+        log(util::LogLevel::kError, last_diag_);
+        return Status(util::code_from_errno(rc), last_diag_, rc);
+    }
+    log(util::LogLevel::kDebug, util::format("ibv_modify_qp(%s, %s->RESET) on %s qpn 0x%x: ok",
+                                             to_string(type_), state_name(state_),
+                                             sel_.device.c_str(), qp_->qp_num));
+    state_ = IBV_QPS_RESET;
+    return Status::ok();
+}
+
+ibv_qp_state QueuePair::query_state() const {
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    if (!qp_ || api_->query_qp(qp_.get(), &attr, IBV_QP_STATE, &init) != 0) {
+        return state_;
+    }
+    return attr.qp_state;
 }
 
 Status QueuePair::to_init(const QpParams &params) {

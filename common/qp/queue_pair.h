@@ -59,6 +59,16 @@ public:
     /// Any of the three with a caller-built request (preflighted the same way).
     [[nodiscard]] util::Status modify(Transition t, ModifyRequest req);
 
+    /// Any state -> RESET (allowed from every state, nothing to preflight):
+    /// how a QP the device moved to the error state is brought back with
+    /// the same number. Outstanding work requests are discarded without
+    /// completions. Errors: the errno of ibv_modify_qp.
+    [[nodiscard]] util::Status reset();
+
+    /// The state the device reports now (ibv_query_qp: a system call, for
+    /// error paths); state() when the query fails.
+    ibv_qp_state query_state() const;
+
     /// The diagnostic of the last refused or failed transition ("" if none).
     const std::string &last_diagnostic() const { return last_diag_; }
     /// What preflight corrected in the last transition.
