@@ -109,6 +109,35 @@ void Module::learn_peer_gid(Endpoint &ep, const wire::CmMessage &m) {
                                              gid_text(m.src_gid).c_str()));
     PathChoice c = ep.path_;
     c.dgid = m.src_gid;
+    if (!on_link(plan_, c, c.dgid)) {
+        // The peer now speaks from another subnet (its address moved to the
+        // VLAN, say): answer from our GID on that subnet, as the policy
+        // would have chosen for that address.
+        wire::PortAdvert only = ep.peer_port_;
+        only.gids.clear();
+        for (const auto &g : ep.peer_port_.gids) {
+            if (g.gid == m.src_gid) {
+                only.gids.push_back(g);
+            }
+        }
+        if (only.gids.empty()) {
+            wire::GidAdvert g;
+            g.gid = m.src_gid;
+            g.type = ep.path_.gid_type;
+            g.prefix_len = util::IpAddress::from_gid(m.src_gid).is_v4() ? 24 : 64;
+            only.gids.push_back(g);
+        }
+        auto choice = choose_path(plan_, only);
+        if (!choice) {
+            log_.write(LogLevel::kWarn, util::format("%s moved to %s, which no local GID reaches: %s",
+                                                     ep.label().c_str(),
+                                                     gid_text(m.src_gid).c_str(),
+                                                     choice.status().message().c_str()));
+            return;
+        }
+        c = choice.value();
+        c.dgid = m.src_gid;
+    }
     set_path_choice(ep, c);
     ep.dgid_learned_ = true;
 }
@@ -117,12 +146,12 @@ void Module::learn_peer_gid(Endpoint &ep, const wire::CmMessage &m) {
 // the bond's address was replaced it is not (preflight would refuse every
 // transition): choose again, by the same policy, from a fresh snapshot. The
 // peer learns our new address from the REQ (learn_peer_gid on its side).
-void Module::revalidate_path(Endpoint &ep, const std::shared_ptr<const topo::Snapshot> &given) {
+bool Module::revalidate_path(Endpoint &ep, const std::shared_ptr<const topo::Snapshot> &given) {
     std::shared_ptr<const topo::Snapshot> snap = given;
     if (!snap) {
         auto read = live_snapshot_source()();
         if (!read) {
-            return;
+            return false;
         }
         snap = std::make_shared<const topo::Snapshot>(std::move(read.value()));
     }
@@ -131,7 +160,7 @@ void Module::revalidate_path(Endpoint &ep, const std::shared_ptr<const topo::Sna
     if (port != nullptr) {
         for (const auto &g : port->gids) {
             if (std::equal(g.gid.begin(), g.gid.end(), ep.path_.sgid.begin())) {
-                return; // still there (preflight follows it if it moved slots)
+                return false; // still there (preflight follows it if it moved slots)
             }
         }
     }
@@ -143,7 +172,7 @@ void Module::revalidate_path(Endpoint &ep, const std::shared_ptr<const topo::Sna
                    util::format("%s: our address %s is gone and no other reaches the peer: %s",
                                 ep.label().c_str(), gid_text(ep.path_.sgid).c_str(),
                                 choice.status().message().c_str()));
-        return;
+        return false;
     }
     // New endpoints choose from the fresh view as well.
     plan_.snapshot = fresh.snapshot;
@@ -160,6 +189,18 @@ void Module::revalidate_path(Endpoint &ep, const std::shared_ptr<const topo::Sna
                                              c.sgid_index, gid_text(c.sgid).c_str(),
                                              gid_text(c.dgid).c_str()));
     set_path_choice(ep, c);
+    // Paths that are up still send from the vanished address: the peer
+    // drops that (and its own packets to it go nowhere), and a side that
+    // only answers RDMA reads would never see an error. Reconnect them now
+    // from the new address; the peer learns it from our REQ.
+    for (size_t i = 0; i < ep.paths_.size(); ++i) {
+        PathState st = ep.paths_[i].state;
+        if (st == PathState::kUp || st == PathState::kAwaitRtu) {
+            path_failed(ep, i, "our address changed");
+            ep.paths_[i].reconnect_at = now_seconds();
+        }
+    }
+    return true;
 }
 
 void Module::set_path_choice(Endpoint &ep, const PathChoice &c) {

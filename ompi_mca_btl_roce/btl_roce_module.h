@@ -180,7 +180,9 @@ private:
     void on_reply(const wire::CmMessage &m);
     void learn_peer_gid(Endpoint &ep, const wire::CmMessage &m);
     /// `fresh`: a snapshot just read (nullptr: read one).
-    void revalidate_path(Endpoint &ep,
+    /// True when the endpoint's addressing changed (its paths that were up
+    /// are then reconnected from the new address).
+    bool revalidate_path(Endpoint &ep,
                          const std::shared_ptr<const topo::Snapshot> &fresh = nullptr);
     void set_path_choice(Endpoint &ep, const PathChoice &choice);
     void on_rtu(const wire::CmMessage &m);
@@ -223,6 +225,7 @@ private:
     void log_path_stats();
     void check_ud();
     void on_net_events();
+    void readdress();
 
     mca_btl_roce_module_t c_;
     PortPlan plan_;
@@ -262,6 +265,7 @@ private:
     uint64_t progress_calls_ = 0;
     bool ud_suspect_ = false;
     std::unique_ptr<netmon::EventQueue> netq_; ///< bond/address events (netmon)
+    double readdress_at_ = 0;       ///< > 0: choose addresses again at this time
     wire::Gid cm_src_{};            ///< sender address of the message being handled
     bool cm_src_known_ = false;       ///< a UD completion failed: check the UD QP
     double ud_retry_at_ = 0;        ///< when a failed UD recovery is tried again

@@ -20,6 +20,10 @@ namespace roce::btl {
 
 using util::LogLevel;
 
+namespace {
+constexpr double kReaddressDelay = 0.5; ///< seconds after the last address event
+} // namespace
+
 void Module::follow(netmon::Monitor &m) {
     using netmon::EventKind;
     netmon::EventFilter f = netmon::EventFilter::only(
@@ -43,7 +47,7 @@ void Module::on_net_events() {
         if (!ours) {
             continue;
         }
-        log_.write(LogLevel::kInfo, "netmon: " + netmon::to_string(e));
+        log_.write(LogLevel::kDebug, "netmon: " + netmon::to_string(e));
         switch (e.kind) {
         case EventKind::kAddressAdded:
         case EventKind::kAddressRemoved:
@@ -60,9 +64,16 @@ void Module::on_net_events() {
             break;
         }
     }
-    if (!readdress) {
-        return;
+    if (readdress) {
+        // An address replacement is a removal, then an addition (and GID
+        // table events in between): act once the burst is over, so the new
+        // address is there to be chosen.
+        readdress_at_ = now_seconds() + kReaddressDelay;
     }
+}
+
+void Module::readdress() {
+    readdress_at_ = 0;
     auto snap = live_snapshot_source()();
     if (!snap) {
         log_.write(LogLevel::kWarn, "netmon: cannot read the GID table again: " +
@@ -70,12 +81,11 @@ void Module::on_net_events() {
         return;
     }
     plan_.snapshot = std::make_shared<const topo::Snapshot>(std::move(snap.value()));
-    // Endpoints whose GID is gone choose again now, so that their next
-    // handshake - a reconnection, or the first one - starts from an address
-    // that exists.
+    // Endpoints whose GID is gone choose again now and reconnect their
+    // paths from the new address.
     for (auto &ep : endpoints_) {
         if (!ep->is_self()) {
-            revalidate_path(*ep, plan_.snapshot);
+            (void)revalidate_path(*ep, plan_.snapshot);
         }
     }
 }

@@ -32,7 +32,8 @@ int Module::progress() {
     int n = dev_->api().poll_cq(dev_->cq(), kPollBatch, wc);
     // The idle path: one poll, two reads, no lock, no clock.
     bool net = netq_ && netq_->changed();
-    if (n <= 0 && watch_.empty() && deferred_.empty() && !ud_suspect_ && !net) {
+    if (n <= 0 && watch_.empty() && deferred_.empty() && !ud_suspect_ && !net &&
+        readdress_at_ == 0) {
         return 0;
     }
     std::vector<Deferred> todo;
@@ -45,6 +46,9 @@ int Module::progress() {
     }
     if (net) {
         on_net_events();
+    }
+    if (readdress_at_ > 0 && now_seconds() >= readdress_at_) {
+        readdress();
     }
     if (!watch_.empty() && (n > 0 || (progress_calls_ & 15) == 0)) {
         run_timers(now_seconds());
