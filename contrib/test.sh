@@ -5,6 +5,9 @@
 #   1. unit tests (make check)
 #   2. component checks against the system's Open MPI (make installcheck)
 #   3. make distcheck (the release tarball builds, installs and checks)
+#   4. the VM integration suite (make vmcheck: soft-RoCE over real bonds in
+#      QEMU guests, about 20 minutes on 2 cores; docs/vmtest.md). It needs
+#      root; ROCE_TEST_VM=0 leaves it out (said so at the end).
 # Exit status 0 only when all of them pass.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,5 +50,15 @@ grep -E '^(PASS|FAIL|component checks)|^    \|' installcheck.log
 step "make distcheck"
 make -j"$jobs" distcheck >distcheck.log 2>&1 || { tail -40 distcheck.log; exit 1; }
 grep -E 'archives ready for distribution|^ompi-roce-.*\.tar\.gz' distcheck.log | head -3
+
+if [ "${ROCE_TEST_VM:-1}" = 0 ]; then
+    step "VM integration suite (make vmcheck): NOT RUN (ROCE_TEST_VM=0)"
+else
+    step "VM integration suite (make vmcheck)"
+    rc=0
+    make vmcheck >vmcheck.log 2>&1 || rc=$?
+    grep -E '^(====|FAILED:|vm tests:|results:)' vmcheck.log || true
+    [ $rc = 0 ] || { echo "make vmcheck failed: $build/vmcheck.log"; exit 1; }
+fi
 
 step "all tests passed"
