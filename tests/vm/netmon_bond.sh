@@ -38,6 +38,9 @@ build=${1:-_build}
 watch=${NETMON_WATCH:-$build/contrib/netmon-watch}
 netns=${TEST_NETNS:-$build/tests/netns/test_netns}
 fails=0
+# Waits are guards, not latency claims: scaled for a loaded TCG host (as in
+# tests/vm/lib/check.sh).
+scale=${VMTEST_TIME_SCALE:-3}
 pass() { echo "PASS: $*"; }
 fail() {
     echo "FAIL: $*"
@@ -71,7 +74,7 @@ netns_case() {
     spec=$3
     log=$(mktemp)
     # shellcheck disable=SC2086 # $req: several --require= words
-    (cd "$(dirname "$netns")" && timeout -k 5 240 ./test_netns --use-colour no $req "$spec") >"$log" 2>&1
+    (cd "$(dirname "$netns")" && timeout -k 5 $((240 * scale)) ./test_netns --use-colour no $req "$spec") >"$log" 2>&1
     rc=$?
     summary=$(grep -E '^(All tests passed|test cases:)' "$log" | tr '\n' ' ')
     if [ "$rc" = 0 ] && grep -q '^All tests passed' "$log"; then
@@ -79,7 +82,7 @@ netns_case() {
     elif [ "$rc" = 77 ]; then
         fail "$name: test_netns skipped in the VM, where it must run: $(grep -m1 '^SKIP' "$log")"
     elif [ "$rc" = 124 ]; then
-        fail "$name: test_netns $spec timed out after 240 s"
+        fail "$name: test_netns $spec timed out after $((240 * scale)) s"
     else
         fail "$name: test_netns $spec exited $rc${summary:+ ($summary)}"
     fi
@@ -115,6 +118,7 @@ fabric() {
         t=$1
         what=$2
         re=$3
+        t=$((t * scale))
         end=$(($(date +%s) + t))
         while ! grep -Eq "$re" "$out"; do
             if [ "$(date +%s)" -ge "$end" ]; then
@@ -132,6 +136,7 @@ fabric() {
         t=$1
         what=$2
         re=$3
+        t=$((t * scale))
         end=$(($(date +%s) + t))
         while ! since | grep -Eq "$re"; do
             if [ "$(date +%s)" -ge "$end" ]; then

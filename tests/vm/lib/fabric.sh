@@ -17,9 +17,11 @@ on() {
     fi
 }
 
-# wait_for SECONDS WHAT CMD...: poll CMD every 0.2 s until it succeeds, or die.
+# wait_for SECONDS WHAT CMD...: poll CMD every 0.2 s until it succeeds, or die
+# (after SECONDS x VMTEST_TIME_SCALE: see check.sh).
 wait_for() {
-    local limit=$1 what=$2 end=$((SECONDS + $1))
+    local limit=$(($1 * VMTEST_TIME_SCALE)) what=$2
+    local end=$((SECONDS + limit))
     shift 2
     until "$@" >/dev/null 2>&1; do
         [ "$SECONDS" -lt "$end" ] || die "timed out after $limit s waiting for $what"
