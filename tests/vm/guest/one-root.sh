@@ -36,17 +36,33 @@ one_gid_table() {
     gid_table
     [ "$(gid_at "$VMTEST_ADDR")" = "1 RoCE v2 $VMTEST_BOND" ] || die "bond0 address not at [1]: $(gid_at "$VMTEST_ADDR")"
     [ "$(gid_at "$VMTEST_VLAN_ADDR")" = "2 RoCE v2 $VMTEST_VLAN" ] || die "VLAN address not at [2]: $(gid_at "$VMTEST_VLAN_ADDR")"
-    [ "$(gid_of node1)" = 1 ] || die "lib/gid-index does not pick [1]"
+    [ "$(gid_of node1)" = 1 ] || die "our selection (roce-doctor --json --peer $VMTEST_ADDR) does not pick [1]"
 }
 
-# A new bond0 address replaces the old GID entry; the helper follows it.
+# roce-doctor --check: the btl's selection for this port (peer: the guest's own
+# bond0 address, rxe loops back) takes real UD and RC QPs RESET->INIT->RTR->RTS
+# and makes a UD address handle, each transition preflighted as the btl does.
+one_doctor_check() {
+    local out rc
+    [ -n "$ROCE_DOCTOR" ] || die "no roce-doctor: set ROCE_DOCTOR (make vmcheck does)"
+    out=$("$ROCE_DOCTOR" --check --peer "$VMTEST_ADDR" 2>&1)
+    rc=$?
+    echo "$out" | sed -n '/^  selection/p;/^check/,$p'
+    [ "$rc" = 0 ] || die "roce-doctor --check --peer $VMTEST_ADDR exited $rc"
+    echo "$out" | grep -q "^  $DEV:1 UD: pass" || die "no UD pass line"
+    echo "$out" | grep -q "^  $DEV:1 RC: pass" || die "no RC pass line"
+    echo "$out" | grep -q "selection for peer $VMTEST_ADDR: gid\[1\] ::ffff:$VMTEST_ADDR (RoCE v2, $VMTEST_BOND)" ||
+        die "the selection is not gid[1] on $VMTEST_BOND"
+}
+
+# A new bond0 address replaces the old GID entry; our selection follows it.
 one_addr_change_gid() {
     local new=198.18.0.101
     vmtest-fault addr-change "$new/24"
     wait_for 10 "GID of $new" present "$new"
     wait_for 10 "GID of $VMTEST_ADDR to go" absent "$VMTEST_ADDR"
-    note "after addr-change: $new at $(gid_at "$new"); lib/gid-index -> $(gid_of node1)"
-    [ "$(gid_of node1)" = "$(gid_at "$new" | cut -d' ' -f1)" ] || die "lib/gid-index does not follow the change"
+    note "after addr-change: $new at $(gid_at "$new"); roce-doctor -> $(gid_of node1)"
+    [ "$(gid_of node1)" = "$(gid_at "$new" | cut -d' ' -f1)" ] || die "our selection does not follow the change"
     vmtest-fault addr-restore
     wait_for 10 "GID of $VMTEST_ADDR back" present "$VMTEST_ADDR"
     absent "$new" || die "$new still in the GID table"
@@ -54,11 +70,11 @@ one_addr_change_gid() {
     gid_table
 }
 
-# No IPv4 on bond0: no RoCE v2 IPv4 GID to select, and the helper says so.
+# No IPv4 on bond0: no GID reaches the peer's subnet, and our selection says so.
 one_addr_del_gid() {
     vmtest-fault addr-del
     wait_for 10 "GID of $VMTEST_ADDR to go" absent "$VMTEST_ADDR"
-    if out=$(gid_of node1 2>&1); then die "lib/gid-index still picked $out"; fi
+    if out=$(gid_of node1 2>&1); then die "roce-doctor still picked $out"; fi
     note "without an address: $out"
     vmtest-fault addr-restore
     wait_for 10 "GID of $VMTEST_ADDR back" present "$VMTEST_ADDR"
@@ -146,6 +162,7 @@ dv_dc_transport() {
 
 check one-rxe-over-bond 60 one_rxe_over_bond
 check one-gid-table 60 one_gid_table
+check one-doctor-check 90 one_doctor_check
 check one-addr-change-gid 90 one_addr_change_gid
 check one-addr-del-gid 90 one_addr_del_gid
 check one-vlan-down-up-gid 90 one_vlan_down_up_gid

@@ -38,16 +38,50 @@ devinfo_rxe_over_bond() {
     done
 }
 
-# One RC QP between the guests completes over the bond; the active member of
+# doctor_gid NODE: the GID (address form) our selection picks on NODE for its peer.
+doctor_gid() {
+    doctor "$1" --json --peer "$(peer_of "$1")" | jq -r --arg d "$DEV" '.ports[] | select(.device == $d) | .gid'
+}
+
+# roce-doctor --check on each guest, for the other guest as peer: the btl's
+# selection (a RoCE v2 GID on bond0, in the peer's subnet) takes real UD and RC
+# QPs RESET->INIT->RTR->RTS, each transition preflighted as the btl does.
+doctor_check() {
+    local n out rc peer
+    [ -n "$ROCE_DOCTOR" ] || die "no roce-doctor: set ROCE_DOCTOR (make vmcheck does)"
+    for n in $VMTEST_NODES; do
+        peer=$(peer_of "$n")
+        out=$(doctor "$n" --check --peer "$peer" 2>&1)
+        rc=$?
+        echo "$out" | sed -n '/^  selection/p;/^  [a-z_0-9]*:1 \(UD\|RC\):/p' | sed "s/^ */$n: /"
+        [ "$rc" = 0 ] || die "$n: roce-doctor --check --peer $peer exited $rc"
+        echo "$out" | grep -q "^  $DEV:1 UD: pass" || die "$n: no UD pass line"
+        echo "$out" | grep -q "^  $DEV:1 RC: pass" || die "$n: no RC pass line"
+        echo "$out" | grep -q "selection for peer $peer: gid\[[0-9]*\] ::ffff:198\.18\.0\.[0-9]* (RoCE v2, $VMTEST_BOND)" ||
+            die "$n: the selection for $peer is not a RoCE v2 IPv4 GID on $VMTEST_BOND"
+    done
+}
+
+# One RC QP between the guests completes over the bond, with the GID index our
+# selection code chose (roce-doctor --json --peer; ibv_rc_pingpong prints the
+# GID it used: it must be the one roce-doctor names); the active member of
 # each bond carries it (tx_bytes), the backup member carries nothing of it.
 rc_pingpong_over_bond() {
-    local a n
+    local a n d1 d2
     a=$(active_member node1)
     [ "$(active_member node2)" = "$a" ] || die "active members differ: node1 $a, node2 $(active_member node2)"
+    d1=$(doctor_gid node1) && d2=$(doctor_gid node2) && [ -n "$d1" ] && [ -n "$d2" ] ||
+        die "roce-doctor --json named no GID"
     tx_snapshot "$CHECK_TMP/b0"
     rc_pingpong_pair 18515 1 "$ITERS" "$SIZE"
     tx_snapshot "$CHECK_TMP/b1"
     tx_report "$CHECK_TMP/b0" "$CHECK_TMP/b1"
+    grep -h 'address:' "$CHECK_TMP/srv.18515" | sed 's/^ */node1 server /'
+    grep -q "local address: .*GID $d1\$" "$CHECK_TMP/srv.18515" ||
+        die "node1's QP did not use roce-doctor's GID $d1"
+    grep -q "remote address: .*GID $d2\$" "$CHECK_TMP/srv.18515" ||
+        die "node2's QP did not use roce-doctor's GID $d2"
+    note "both QPs used the GIDs roce-doctor chose: node1 $d1, node2 $d2"
     for n in $VMTEST_NODES; do
         [ "$(tx_delta "$CHECK_TMP/b0" "$CHECK_TMP/b1" "$n" "$a")" -ge $((ITERS * SIZE)) ] ||
             die "$n: active member $a sent less than $ITERS x $SIZE bytes"
@@ -187,6 +221,7 @@ ab_restore() {
 }
 
 check devinfo-rxe-over-bond 120 devinfo_rxe_over_bond
+check doctor-check 120 doctor_check
 check rc-pingpong-over-bond 180 rc_pingpong_over_bond
 check mpirun-hostfile 150 mpirun_hostfile
 check ab-failover-fresh-qp 240 ab_failover_fresh_qp

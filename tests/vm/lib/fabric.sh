@@ -3,6 +3,8 @@
 
 DEV=$VMTEST_RDMA_DEV
 ME=$(hostname)
+# Our selection code's CLI: the build tree's (make vmcheck), else an installed one.
+ROCE_DOCTOR=${ROCE_DOCTOR:-$(command -v roce-doctor || true)}
 
 # on NODE 'shell command': run it on NODE (ssh to the other guest, bounded).
 on() {
@@ -15,9 +17,11 @@ on() {
     fi
 }
 
-# wait_for SECONDS WHAT CMD...: poll CMD every 0.2 s until it succeeds, or die.
+# wait_for SECONDS WHAT CMD...: poll CMD every 0.2 s until it succeeds, or die
+# (after SECONDS x VMTEST_TIME_SCALE: see check.sh).
 wait_for() {
-    local limit=$1 what=$2 end=$((SECONDS + $1))
+    local limit=$(($1 * VMTEST_TIME_SCALE)) what=$2
+    local end=$((SECONDS + limit))
     shift 2
     until "$@" >/dev/null 2>&1; do
         [ "$SECONDS" -lt "$end" ] || die "timed out after $limit s waiting for $what"
@@ -25,8 +29,30 @@ wait_for() {
     done
 }
 
-# The GID index for RoCE traffic over the bond on NODE (see lib/gid-index).
-gid_of() { on "$1" "$VMTEST_LIB/gid-index $DEV $VMTEST_BOND"; }
+# peer_of NODE: the bond address NODE's RoCE traffic goes to in these tests:
+# the other guest's in two-guest, its own in one-guest (rxe loops back).
+peer_of() {
+    if [ "$1" = node1 ] && [ -n "${VMTEST_PEER_ADDR:-}" ]; then
+        echo "$VMTEST_PEER_ADDR"
+    else
+        echo "$VMTEST_ADDR" # node1's: node2's peer, or node1 itself in one-guest
+    fi
+}
+
+# The GID index for RoCE traffic over the bond on NODE, chosen by our selection
+# code: `roce-doctor --json --peer $(peer_of NODE)` (see lib/gid-index).
+# $ROCE_DOCTOR (the build tree's binary, from `make vmcheck`) is passed on to
+# node2, whose ssh sessions only get the VMTEST_* variables.
+gid_of() {
+    on "$1" "ROCE_DOCTOR='${ROCE_DOCTOR:-}' $VMTEST_LIB/gid-index $DEV $VMTEST_BOND $(peer_of "$1")"
+}
+
+# doctor NODE ARGS...: run roce-doctor on NODE (as gid_of does).
+doctor() {
+    local node=$1
+    shift
+    on "$node" "'${ROCE_DOCTOR:-roce-doctor}' $*"
+}
 
 active_member() { on "$1" "cat /sys/class/net/$VMTEST_BOND/bonding/active_slave"; }
 carrier() { on "$1" "cat /sys/class/net/$2/carrier"; }
@@ -98,13 +124,14 @@ run_clients() {
 }
 
 # rc_pingpong_pair PORT COUNT ITERS SIZE: COUNT RC QPs between node1 (servers) and
-# node2 (clients) over the bond with the GID index from lib/gid-index; every QP
+# node2 (clients) over the bond with the GID index our selection code chose
+# (gid_of: roce-doctor --json --peer); every QP
 # must complete ITERS round trips of SIZE bytes. Notes the per-QP round trip.
 rc_pingpong_pair() {
     local port=$1 count=$2 iters=$3 size=$4 g1 g2 p st bad=0
     g1=$(gid_of node1) || die "no RoCE v2 IPv4 GID on node1"
     g2=$(gid_of node2) || die "no RoCE v2 IPv4 GID on node2"
-    note "GID index node1 $g1, node2 $g2 (lib/gid-index)"
+    note "GID index node1 $g1, node2 $g2 (roce-doctor --json --peer: node1 -> $(peer_of node1), node2 -> $(peer_of node2))"
     start_servers "$port" "$count" "$iters" "$size" "$g1"
     run_clients "$port" "$count" "$iters" "$size" "$g2" >/dev/null
     while read -r p st; do

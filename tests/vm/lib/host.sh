@@ -33,3 +33,13 @@ build_probes() {
         gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$1/dv_probe" \
             "$top/tests/vm/src/dv_probe.c" -lmlx5 -libverbs
 }
+
+# tool_env: --env options passing the build tree's tools to the guest command
+# (`make vmcheck` exports their paths; the guests see the host's filesystem at
+# the same paths). Unset ones stay unset; the scripts then look on PATH.
+tool_env() {
+    for v in ROCE_DOCTOR NETMON_WATCH TEST_NETNS; do
+        eval "[ -n \"\${$v:-}\" ]" && printf ' --env %s' "$v"
+    done
+    return 0
+}
