@@ -37,6 +37,9 @@ typedef struct mca_btl_roce_params_t {
     int ack_timeout;
     int retry_count;
     int connect_timeout;
+    /* LAG */
+    int lag_policy;
+    int num_paths;
 } mca_btl_roce_params_t;
 
 typedef struct mca_btl_roce_component_t {

@@ -59,6 +59,31 @@ bool same_subnet(const IpAddress &a, int a_len, const IpAddress &b, int b_len) {
 
 } // namespace
 
+BondView bond_view(const topo::Snapshot &snap, const std::string &netdev) {
+    BondView v;
+    const topo::NetdevInfo *nd = snap.find_netdev(netdev);
+    if (nd != nullptr && !nd->bond && !nd->parent.empty()) {
+        nd = snap.find_netdev(nd->parent);
+    }
+    if (nd == nullptr || !nd->bond) {
+        return v;
+    }
+    v.bond = nd->name;
+    v.mode = nd->bond->mode;
+    v.hash_policy = nd->bond->xmit_hash_policy;
+    // Plan for the bond as built, not for a member that happens to be down
+    // (or an 802.3ad aggregator still forming) at this moment: when it comes
+    // back the flows spread again. The kernel hashes over the usable members,
+    // which is all of them in the normal state.
+    unsigned up = static_cast<unsigned>(nd->bond->slaves.size());
+    // Active-backup sends on one member at a time: one path is all it takes.
+    if (nd->bond->mode == topo::BondMode::kActiveBackup) {
+        up = std::min<unsigned>(up, 1);
+    }
+    v.members = std::max(1u, up);
+    return v;
+}
+
 std::vector<PortPlan> plan_ports(std::shared_ptr<const topo::Snapshot> snapshot,
                                  const select::Options &options, bool privileged,
                                  std::vector<std::string> *skipped) {
@@ -82,7 +107,10 @@ std::vector<PortPlan> plan_ports(std::shared_ptr<const topo::Snapshot> snapshot,
             p.pkey = sel.pkey;
             p.qkey = sel.qkey;
             p.path_mtu = sel.path_mtu;
-            p.lag_members = dev.num_lag_ports > 1 ? dev.num_lag_ports : 1;
+            // The LAG width: mlx5 reports it; over a Linux bond (rxe, or an
+            // mlx5 in hash mode) it is the bond's usable members.
+            unsigned members = bond_view(*snapshot, sel.netdev).members;
+            p.lag_members = std::max<int>(dev.num_lag_ports, static_cast<int>(members));
             // Advertise every GID the policy ranks, best first: a peer may
             // only share a subnet with the second best.
             std::vector<const select::GidVerdict *> ranked;

@@ -56,6 +56,15 @@ struct PathChoice {
     select::Selection selection; ///< the policy's choice for this peer (RC QPs)
 };
 
+/// The Linux bond a GID's netdev sits on (directly, or as a VLAN on it).
+struct BondView {
+    std::string bond;         ///< "" when not on a bond
+    unsigned members = 1;     ///< members the bond spreads over (1 for active-backup)
+    std::string hash_policy;  ///< xmit_hash_policy, "" when unknown
+    topo::BondMode mode = topo::BondMode::kUnknown;
+};
+BondView bond_view(const topo::Snapshot &snapshot, const std::string &netdev);
+
 /// Plans every usable RoCE port of `snapshot` under `options`. Ports that
 /// cannot be used are listed in `skipped` with the policy's reason.
 std::vector<PortPlan> plan_ports(std::shared_ptr<const topo::Snapshot> snapshot,

@@ -41,6 +41,11 @@ Frag *FragPool::get() {
     f->inplace_reg = nullptr;
     f->endpoint = nullptr;
     f->next = nullptr;
+    f->path = -1;
+    f->seq = 0;
+    f->has_seq = false;
+    f->control = false;
+    f->tag = 0;
     f->base.des_cbfunc = nullptr;
     f->base.des_cbdata = nullptr;
     f->base.des_context = nullptr;

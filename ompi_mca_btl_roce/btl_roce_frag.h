@@ -56,6 +56,10 @@ struct Frag {
     uint32_t inplace_lkey = 0;
     void *inplace_reg = nullptr; ///< rcache registration to release
     Frag *next = nullptr;     ///< pending-queue link
+    int path = -1;            ///< path it was last posted on
+    uint32_t seq = 0;         ///< data fragment number (valid when has_seq)
+    bool has_seq = false;     ///< numbered on first post; resends keep the number
+    bool control = false;     ///< a credit-only message
 };
 
 /// Fixed pool of Frags over one registered slab. Not thread-safe (the
@@ -79,6 +83,33 @@ public:
 private:
     std::vector<Frag> frags_;
     std::vector<Frag *> free_;
+};
+
+/// An RDMA or atomic operation in flight. Lives in a registered slab so
+/// `result` can take the old value of a non-fetching atomic.
+struct alignas(64) RdmaOp {
+    uint64_t result = 0;
+    mca_btl_base_rdma_completion_fn_t cbfunc = nullptr;
+    void *cbcontext = nullptr;
+    void *cbdata = nullptr;
+    void *local_address = nullptr;
+    mca_btl_base_registration_handle_t *local_handle = nullptr;
+    Endpoint *ep = nullptr;
+    RdmaOp *next_free = nullptr;
+    bool copy_result = false; ///< copy `result` to local_address on completion
+    // What to post again if its path fails (RDMA READ/WRITE are idempotent;
+    // an atomic is reissued only if it never executed).
+    ibv_wr_opcode opcode = IBV_WR_RDMA_WRITE;
+    ibv_sge sge{};
+    uint64_t remote_address = 0;
+    uint32_t rkey = 0;
+    uint64_t compare_add = 0;
+    uint64_t swap = 0;
+    int path = -1;            ///< where it is posted now
+    RdmaOp *parent = nullptr; ///< striped: the operation this chunk belongs to
+    uint32_t chunks_left = 0; ///< striped parent: chunks not completed yet
+    int status = 0;           ///< OPAL code; a striped parent keeps the first error
+    RdmaOp *next_retry = nullptr; ///< link in the endpoint's queue of ops to post again
 };
 
 } // namespace roce::btl

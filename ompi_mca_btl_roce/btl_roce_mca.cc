@@ -11,6 +11,8 @@
 #include "util/strings.h"
 #include "wire.h"
 
+#include <algorithm>
+
 namespace roce::btl {
 
 namespace {
@@ -145,6 +147,25 @@ int register_params() noexcept {
             "connection fails with an error naming the peer.",
             MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_4, &p.connect_timeout);
 
+        static const mca_base_var_enum_value_t kLag[] = {
+            {0, "auto"}, {1, "off"}, {2, "affinity"}, {3, "sport"}, {0, nullptr}};
+        mca_base_var_enum_t *lag = make_enum("btl_roce_lag_policies", kLag);
+        p.lag_policy = 0;
+        reg("lag_policy",
+            "How the paths (RC queue pairs) to a peer are spread over the members of a LAG: "
+            "auto (queue affinity on an mlx5 LAG device, else UDP source ports), off (one "
+            "path), affinity (mlx5dv_modify_qp_lag_port: path i on LAG port i % n + 1), sport "
+            "(a UDP source port per path, chosen so that a Linux bond with layer3+4 hashing "
+            "puts path i on member i % n).",
+            MCA_BASE_VAR_TYPE_INT, lag, OPAL_INFO_LVL_3, &p.lag_policy);
+        release_enum(lag);
+        p.num_paths = 0;
+        reg("num_paths",
+            "Paths (RC queue pairs) per peer, 0..16; 0 means one per LAG member (1 without a "
+            "LAG). Large RDMA transfers are striped over them; when one fails, its traffic "
+            "moves to the others while it reconnects.",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_4, &p.num_paths);
+
         // The generic btl_roce_{exclusivity,eager_limit,max_send_size,
         // rdma_pipeline_*,...} parameters, written into the module template.
         init_module_template();
@@ -183,6 +204,8 @@ util::Result<ModuleConfig> validated_module_config() {
         {"btl_roce_ack_timeout", p.ack_timeout, 1, 31},
         {"btl_roce_retry_count", p.retry_count, 0, 7},
         {"btl_roce_connect_timeout", p.connect_timeout, 1, 3600},
+        {"btl_roce_num_paths", p.num_paths, 0, 16},
+        {"btl_roce_lag_policy", p.lag_policy, 0, 3},
     };
     for (const Check &c : checks) {
         util::Status s = util::check_range(c.name, c.value, c.lo, c.hi);
@@ -216,6 +239,10 @@ util::Result<ModuleConfig> validated_module_config() {
     c.ack_timeout = p.ack_timeout;
     c.retry_count = p.retry_count;
     c.connect_timeout_s = p.connect_timeout;
+    c.lag_policy = static_cast<LagPolicy>(p.lag_policy);
+    c.num_paths = static_cast<unsigned>(p.num_paths);
+    // The receiver's duplicate window must exceed what can be in flight.
+    c.seq_span = std::max<uint32_t>(8192, 4 * c.credits_per_peer * 16);
     return c;
 }
 

@@ -225,6 +225,20 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
         return dev.status();
     }
     m->dev_ = std::move(dev.value());
+    // Queue affinity needs an mlx5 device in LAG mode (num_lag_ports > 1);
+    // everywhere else paths are spread by UDP source port.
+    if (const topo::DeviceInfo *di = plan.snapshot ? plan.snapshot->find_device(plan.device)
+                                                   : nullptr) {
+        m->lag_affinity_ = di->num_lag_ports > 1 && cfg.lag_policy != LagPolicy::kOff &&
+                           cfg.lag_policy != LagPolicy::kSport;
+    }
+    if (cfg.lag_policy == LagPolicy::kAffinity && !m->lag_affinity_) {
+        log.write(util::LogLevel::kWarn,
+                  util::format("%s:%d: btl_roce_lag_policy = affinity, but the device has no "
+                               "queue-affinity LAG (mlx5dv num_lag_ports <= 1, e.g. not mlx5): "
+                               "paths are spread by UDP source port instead",
+                               plan.device.c_str(), plan.port));
+    }
     Status s = m->init_rdma_ops();
     if (!s) {
         return s;
@@ -310,7 +324,34 @@ int Module::del_procs(size_t, opal_proc_t **, mca_btl_base_endpoint_t **) {
     return OPAL_SUCCESS;
 }
 
+void Module::log_path_stats() {
+    if (!log_.enabled(util::LogLevel::kInfo)) {
+        return;
+    }
+    for (const auto &ep : endpoints_) {
+        for (size_t i = 0; i < ep->paths_.size(); ++i) {
+            const Path &p = ep->paths_[i];
+            if (!p.ever_up) {
+                continue;
+            }
+            log_.write(util::LogLevel::kInfo,
+                       util::format("path %zu to %s: source port 0x%04x%s, %llu bytes, %llu "
+                                    "messages, %llu retransmits, %llu failovers, %llu reconnects",
+                                    i, ep->label().c_str(), p.spread.sport,
+                                    p.spread.member >= 0
+                                        ? util::format(" (member %d)", p.spread.member).c_str()
+                                        : "",
+                                    static_cast<unsigned long long>(p.stats.bytes),
+                                    static_cast<unsigned long long>(p.stats.messages),
+                                    static_cast<unsigned long long>(p.stats.retransmits),
+                                    static_cast<unsigned long long>(p.stats.failovers),
+                                    static_cast<unsigned long long>(p.stats.reconnects)));
+        }
+    }
+}
+
 int Module::finalize() {
+    log_path_stats();
     // Removes this module from the component's list and deletes it.
     return mca_btl_roce_component_module_finalized(base());
 }

@@ -18,6 +18,7 @@
 #include "btl_roce_addr.h"
 #include "btl_roce_device.h"
 #include "btl_roce_endpoint.h"
+#include "lag.h"
 #include "util/log.h"
 #include "util/status.h"
 
@@ -50,7 +51,12 @@ struct ModuleConfig {
     int rnr_retry = 7;         ///< 7 = retry forever on receiver-not-ready
     double connect_timeout_s = 30.0;
     double connect_retry_s = 0.2;
+    double reconnect_delay_s = 0.05; ///< after a path fails, before its new REQ
     uint32_t max_rdma_ops = 256;
+    LagPolicy lag_policy = LagPolicy::kAuto;
+    unsigned num_paths = 0;          ///< 0: one per LAG member
+    size_t stripe_min = 256 * 1024;  ///< RDMA at least this large is striped over the paths
+    uint32_t seq_span = 8192;        ///< data fragments in flight per endpoint, at most
 };
 
 /// Module template (registration of the generic btl_roce_* parameters writes
@@ -75,6 +81,7 @@ public:
         return reinterpret_cast<mca_btl_roce_module_t *>(b)->impl;
     }
     const PortPlan &plan() const { return plan_; }
+    const ModuleConfig &config() const { return cfg_; }
     Device &device() { return *dev_; }
     util::LogSink &log() { return log_; }
     /// This module's modex advertisement.
@@ -119,25 +126,12 @@ public:
     /// Receive a UD datagram (connection management), btl_roce_cm.cc.
     void handle_cm(const uint8_t *data, size_t len);
 
-    /// An RDMA or atomic operation in flight. Lives in a registered slab so
-    /// `result` can take the old value of a non-fetching atomic.
-    struct alignas(64) RdmaOp {
-        uint64_t result = 0;
-        mca_btl_base_rdma_completion_fn_t cbfunc = nullptr;
-        void *cbcontext = nullptr;
-        void *cbdata = nullptr;
-        void *local_address = nullptr;
-        mca_btl_base_registration_handle_t *local_handle = nullptr;
-        Endpoint *ep = nullptr;
-        RdmaOp *next_free = nullptr;
-        bool copy_result = false; ///< copy `result` to local_address on completion
-    };
-
     /// Work for the PML that must run without the module lock held.
     struct Deferred {
         enum class Kind { kRecv, kSendDone, kRdmaDone, kError } kind = Kind::kRecv;
         Endpoint *ep = nullptr;
         // kRecv
+        int path = -1;          ///< the live path it came on (-1: a retired QP)
         uint32_t buf_index = 0;
         uint8_t tag = 0;
         uint8_t *data = nullptr;
@@ -158,31 +152,45 @@ private:
     // Connection management (btl_roce_cm.cc); all called with the lock held.
     Endpoint *endpoint_for_name(uint64_t name, bool create, uint16_t peer_port);
     Endpoint *make_endpoint(opal_proc_t *proc, std::string *why);
+    unsigned paths_for(const Endpoint &ep) const;
     void start_connect(Endpoint &ep);
-    qp::QpParams rc_params(uint32_t sq_psn) const;
-    util::Result<std::unique_ptr<qp::QueuePair>> new_rc_qp(const Endpoint &ep);
-    util::Status create_path_qp(Endpoint &ep);
-    util::Status connect_qp(Endpoint &ep, qp::QueuePair &qp, uint32_t remote_qpn,
+    qp::QpParams rc_params(const Path &path) const;
+    util::Result<std::unique_ptr<qp::QueuePair>> new_init_qp(const Endpoint &ep);
+    void install_qp(Endpoint &ep, size_t i, std::unique_ptr<qp::QueuePair> qp);
+    util::Status create_path_qp(Endpoint &ep, size_t i);
+    util::Status create_paired_qp(Endpoint &ep, size_t i, uint32_t remote_qpn,
+                                  std::vector<std::unique_ptr<qp::QueuePair>> &spares);
+    util::Status connect_qp(Endpoint &ep, Path &path, qp::QueuePair &qp, uint32_t remote_qpn,
                             uint32_t remote_psn);
+    util::Status apply_lag_port(Endpoint &ep, size_t i);
+    void request_paths(Endpoint &ep, size_t first, size_t count);
     util::Status ensure_ah(Endpoint &ep);
     util::Status send_cm(Endpoint &ep, const wire::CmMessage &m);
     wire::CmMessage cm_template(const Endpoint &ep, wire::CmType type) const;
-    /// A REQ or REP offering ep's QP, PSN, MTU and our credit grant.
-    wire::CmMessage handshake(const Endpoint &ep, wire::CmType type, uint32_t conn_id) const;
+    /// A REQ or REP offering paths [first, first+count) of ep.
+    wire::CmMessage handshake(const Endpoint &ep, wire::CmType type, uint32_t conn_id,
+                              size_t first, size_t count) const;
     void on_request(const wire::CmMessage &m);
     void on_reply(const wire::CmMessage &m);
     void on_rtu(const wire::CmMessage &m);
     void on_reject(const wire::CmMessage &m);
     void connect_self(Endpoint &ep);
-    void mark_connected(Endpoint &ep);
+    void path_up(Endpoint &ep, size_t i);
+    void path_failed(Endpoint &ep, size_t i, const std::string &why);
+    void path_drained(Endpoint &ep, size_t i);
+    void update_state(Endpoint &ep);
+    void watch(Endpoint &ep);
+    void retire_qp(Endpoint &ep, size_t i);
     void fail_endpoint(Endpoint &ep, const std::string &why);
     void run_timers(double now);
 
     // Data path helpers (btl_roce_send.cc / _progress.cc), lock held.
+    int pick_path(Endpoint &ep, uint8_t order, bool control) const;
     int post_frag(Endpoint &ep, Frag *f);
+    int post_frag_on(Endpoint &ep, size_t i, Frag *f);
     void queue_pending(Endpoint &ep, Frag *f);
     void drain_pending(Endpoint &ep);
-    void maybe_send_credits(Endpoint &ep);
+    void maybe_send_credits(Endpoint &ep, size_t path);
     void complete_frag(Frag *f, int status);
     void handle_wc(const ibv_wc &wc);
     void handle_recv(const ibv_wc &wc);
@@ -191,6 +199,17 @@ private:
     RdmaOp *get_rdma_op();
     void put_rdma_op(RdmaOp *op);
     util::Status init_rdma_ops();
+    int post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op);
+    int start_rdma(Endpoint &ep, RdmaOp *op, size_t size);
+    int issue(Endpoint *ep, RdmaOp *op, size_t size);
+    int ready_for_rdma(Endpoint &ep);
+    void rdma_done(RdmaOp *op, int status);
+    void retry_rdma(Endpoint &ep);
+    Path *account_completion(uint32_t qpn, Endpoint **ep);
+    std::string wc_error(const ibv_wc &wc, const char *what) const;
+    void on_send_completion(const ibv_wc &wc);
+    void on_rdma_completion(const ibv_wc &wc);
+    void log_path_stats();
 
     mca_btl_roce_module_t c_;
     PortPlan plan_;
@@ -204,8 +223,20 @@ private:
     mca_rcache_base_module_t *rcache_ = nullptr;
     std::vector<std::unique_ptr<Endpoint>> endpoints_;
     std::unordered_map<uint64_t, Endpoint *> by_name_;
-    std::unordered_map<uint32_t, Endpoint *> by_qpn_;
-    uint32_t connecting_ = 0;       ///< endpoints with a running timer
+    struct QpRef {
+        Endpoint *ep = nullptr;
+        size_t path = 0;
+    };
+    std::unordered_map<uint32_t, QpRef> by_qpn_;
+    std::vector<Endpoint *> watch_; ///< endpoints with a connection or reconnection running
+    /// QPs taken out of service (error state) whose work requests are still
+    /// flushing back; destroyed when none is left.
+    struct Retired {
+        std::unique_ptr<qp::QueuePair> qp;
+        uint32_t outstanding = 0;
+    };
+    std::unordered_map<uint32_t, Retired> retired_;
+    bool lag_affinity_ = false;     ///< the device does queue-affinity LAG (mlx5)
     uint32_t next_conn_id_ = 1;
     uint32_t rdma_outstanding_ = 0;
     std::vector<Deferred> deferred_; ///< PML callbacks to run unlocked

@@ -4,6 +4,12 @@
 // port, updates state under the module lock, and then - without the lock -
 // hands received fragments and completions to the PML, which may call back
 // into the BTL from those callbacks.
+//
+// A completion with an error means its path's QP went to the error state:
+// the path is retired (its remaining work requests flush back here), sends
+// are queued again - they keep their sequence numbers, so a copy the peer
+// already has is dropped there - and RDMA operations are posted again on
+// another path. The path is reconnected in the background.
 #include "btl_roce_module.h"
 
 #include <cstring>
@@ -25,7 +31,7 @@ int Module::progress() {
     ibv_wc wc[kPollBatch];
     int n = dev_->api().poll_cq(dev_->cq(), kPollBatch, wc);
     // The idle path: one poll, two reads, no lock, no clock.
-    if (n <= 0 && connecting_ == 0 && deferred_.empty()) {
+    if (n <= 0 && watch_.empty() && deferred_.empty()) {
         return 0;
     }
     std::vector<Deferred> todo;
@@ -33,10 +39,9 @@ int Module::progress() {
     for (int i = 0; i < n; ++i) {
         handle_wc(wc[i]);
     }
-    if (connecting_ != 0 && (n > 0 || (progress_calls_ & 15) == 0)) {
+    if (!watch_.empty() && (n > 0 || (progress_calls_ & 15) == 0)) {
         run_timers(now_seconds());
     }
-    todo.clear();
     todo.swap(deferred_);
     OPAL_THREAD_UNLOCK(&lock_);
     run_deferred(todo);
@@ -62,62 +67,99 @@ void Module::handle_wc(const ibv_wc &wc) {
     case WrKind::kUdSend:
         dev_->ud_send_done(static_cast<uint32_t>(wr_index(wc.wr_id)));
         return;
-    case WrKind::kSend: {
-        Frag *f = wr_ptr<Frag>(wc.wr_id);
-        Endpoint *ep = f->endpoint;
-        ++ep->sq_free_;
-        --inflight_;
-        int status = wc.status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR;
-        if (wc.status != IBV_WC_SUCCESS) {
-            fail_endpoint(*ep, util::format("send completion error: %s (vendor error 0x%x)",
-                                            ibv_wc_status_str(wc.status), wc.vendor_err));
-        }
-        complete_frag(f, status);
-        drain_pending(*ep);
+    case WrKind::kSend:
+        on_send_completion(wc);
         return;
-    }
-    case WrKind::kRdma: {
-        RdmaOp *op = wr_ptr<RdmaOp>(wc.wr_id);
-        Endpoint *ep = op->ep;
-        ++ep->sq_free_;
-        --ep->rdma_outstanding_;
-        --inflight_;
-        Deferred d;
-        d.kind = Deferred::Kind::kRdmaDone;
-        d.ep = ep;
-        d.op = op;
-        d.status = wc.status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR;
-        deferred_.push_back(std::move(d));
-        if (wc.status != IBV_WC_SUCCESS) {
-            fail_endpoint(*ep, util::format("RDMA completion error: %s (vendor error 0x%x, "
-                                            "qpn 0x%x, wr_id 0x%llx)",
-                                            ibv_wc_status_str(wc.status), wc.vendor_err,
-                                            wc.qp_num,
-                                            static_cast<unsigned long long>(wc.wr_id)));
-        }
-        drain_pending(*ep);
+    case WrKind::kRdma:
+        on_rdma_completion(wc);
         return;
-    }
     case WrKind::kControl:
         return;
     }
 }
 
+// Accounts a completed work request to the QP it ran on. Returns the live
+// path it belongs to, or nullptr when the QP was retired (then its count of
+// flushing work requests goes down, and the QP is destroyed at zero).
+Path *Module::account_completion(uint32_t qpn, Endpoint **ep_out) {
+    --inflight_;
+    auto r = retired_.find(qpn);
+    if (r != retired_.end()) {
+        if (--r->second.outstanding == 0) {
+            by_qpn_.erase(qpn);
+            retired_.erase(r);
+        }
+        return nullptr;
+    }
+    auto it = by_qpn_.find(qpn);
+    if (it == by_qpn_.end()) {
+        return nullptr;
+    }
+    *ep_out = it->second.ep;
+    Path &p = it->second.ep->paths_[it->second.path];
+    ++p.sq_free;
+    --p.outstanding;
+    return &p;
+}
+
+std::string Module::wc_error(const ibv_wc &wc, const char *what) const {
+    return util::format("%s completion error on qpn 0x%x: %s (vendor error 0x%x)", what,
+                        wc.qp_num, ibv_wc_status_str(wc.status), wc.vendor_err);
+}
+
+void Module::on_send_completion(const ibv_wc &wc) {
+    Frag *f = wr_ptr<Frag>(wc.wr_id);
+    Endpoint &ep = *f->endpoint;
+    Endpoint *owner = nullptr;
+    Path *path = account_completion(wc.qp_num, &owner);
+    if (wc.status == IBV_WC_SUCCESS) {
+        if (path != nullptr) {
+            ++path->stats.messages;
+        }
+        if (f->has_seq) {
+            (void)ep.completed_.accept(f->seq);
+        }
+        complete_frag(f, OPAL_SUCCESS);
+        drain_pending(ep);
+        return;
+    }
+    if (path != nullptr && wc.status != IBV_WC_WR_FLUSH_ERR) {
+        path_failed(ep, static_cast<size_t>(f->path), wc_error(wc, "send"));
+    }
+    if (f->control) {
+        release_frag(f); // credits of a dead path die with it
+    } else if (ep.state_ == EpState::kFailed) {
+        complete_frag(f, OPAL_ERR_UNREACH);
+    } else {
+        // Not known to have arrived: send it again (same number) on a
+        // surviving path, ahead of what is waiting.
+        f->next = ep.pending_head_;
+        ep.pending_head_ = f;
+        if (ep.pending_tail_ == nullptr) {
+            ep.pending_tail_ = f;
+        }
+        f->base.order = MCA_BTL_NO_ORDER;
+        if (f->path >= 0 && static_cast<size_t>(f->path) < ep.paths_.size()) {
+            ++ep.paths_[static_cast<size_t>(f->path)].stats.retransmits;
+        }
+    }
+    drain_pending(ep);
+}
+
 void Module::handle_recv(const ibv_wc &wc) {
     uint32_t idx = static_cast<uint32_t>(wr_index(wc.wr_id));
     if (wc.status != IBV_WC_SUCCESS) {
-        // Flushed receives (a QP went to error) come back here; the SRQ
-        // buffer itself is still ours, so post it again.
+        // SRQ buffers come back flushed when the SRQ's QPs go to error; the
+        // buffer is still ours.
         if (wc.status != IBV_WC_WR_FLUSH_ERR) {
-            log_.write(LogLevel::kWarn, util::format("receive completion error: %s",
-                                                     ibv_wc_status_str(wc.status)));
+            log_.write(LogLevel::kWarn, wc_error(wc, "receive"));
         }
         (void)dev_->post_srq_recv(idx);
         return;
     }
-    auto it = by_qpn_.find(wc.qp_num);
     uint8_t *buf = dev_->srq_buffer(idx);
     auto hdr = wire::parse_frag_header(buf, wc.byte_len);
+    auto it = by_qpn_.find(wc.qp_num);
     if (it == by_qpn_.end() || !hdr) {
         log_.write(LogLevel::kWarn,
                    util::format("dropped a %u-byte fragment on qpn 0x%x: %s", wc.byte_len,
@@ -126,20 +168,39 @@ void Module::handle_recv(const ibv_wc &wc) {
         (void)dev_->post_srq_recv(idx);
         return;
     }
-    Endpoint &ep = *it->second;
-    if (ep.state_ == EpState::kAwaitRtu) {
-        mark_connected(ep); // the first message doubles as the RTU
+    Endpoint &ep = *it->second.ep;
+    bool live = retired_.count(wc.qp_num) == 0;
+    Path &path = ep.paths_[it->second.path];
+    if (live) {
+        if (path.state == PathState::kAwaitRtu) {
+            path_up(ep, it->second.path); // the first message doubles as the RTU
+        }
+        path.credits.add(hdr->credits);
     }
-    ep.credits_.add(hdr->credits);
-    if (hdr->type == wire::FragType::kCredit) {
+    bool deliver = false;
+    if (hdr->type == wire::FragType::kData) {
+        SeqWindow::Verdict v = ep.received_.accept(hdr->seq);
+        deliver = v == SeqWindow::Verdict::kNew;
+        if (v == SeqWindow::Verdict::kTooFar) {
+            log_.write(LogLevel::kWarn,
+                       util::format("dropped fragment %u from %s: beyond the window (next "
+                                    "expected %u)",
+                                    hdr->seq, ep.label().c_str(), ep.received_.next_expected()));
+        }
+    }
+    if (!deliver) {
+        // Credit-only messages and copies of what a failover resent.
         (void)dev_->post_srq_recv(idx);
-        ep.credits_.owe();
+        if (live) {
+            path.credits.owe();
+        }
         drain_pending(ep);
         return;
     }
     Deferred d;
-        d.kind = Deferred::Kind::kRecv;
+    d.kind = Deferred::Kind::kRecv;
     d.ep = &ep;
+    d.path = live ? static_cast<int>(it->second.path) : -1;
     d.buf_index = idx;
     d.tag = hdr->tag;
     d.data = buf + wire::kFragHeaderSize;
@@ -164,9 +225,38 @@ void Module::complete_frag(Frag *f, int status) {
     }
 }
 
+void Module::retire_qp(Endpoint &ep, size_t i) {
+    Path &p = ep.paths_[i];
+    for (auto *q : {&p.qp, &p.loop_peer}) {
+        if (!*q) {
+            continue;
+        }
+        uint32_t qpn = (*q)->get()->qp_num;
+        // Error state flushes every work request still on the QP back to
+        // the CQ; the QP is destroyed once they are all accounted for.
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_ERR;
+        (void)dev_->api().modify_qp((*q)->get(), &a, IBV_QP_STATE);
+        uint32_t outstanding = q == &p.qp ? p.outstanding : 0;
+        if (outstanding == 0) {
+            by_qpn_.erase(qpn);
+        } else {
+            retired_[qpn] = Retired{std::move(*q), outstanding};
+        }
+        q->reset();
+    }
+    p.outstanding = 0;
+    p.sq_free = 0;
+}
+
 void Module::fail_endpoint(Endpoint &ep, const std::string &why) {
     if (ep.state_ == EpState::kFailed) {
         return;
+    }
+    for (size_t i = 0; i < ep.paths_.size(); ++i) {
+        retire_qp(ep, i);
+        ep.paths_[i].state = PathState::kIdle;
+        ep.paths_[i].reconnect_at = 0;
     }
     ep.state_ = EpState::kFailed;
     ep.failure_ = why;
@@ -179,8 +269,13 @@ void Module::fail_endpoint(Endpoint &ep, const std::string &why) {
         complete_frag(f, OPAL_ERR_UNREACH);
     }
     ep.pending_tail_ = nullptr;
+    while (ep.rdma_retry_ != nullptr) {
+        RdmaOp *op = ep.rdma_retry_;
+        ep.rdma_retry_ = op->next_retry;
+        rdma_done(op, OPAL_ERR_UNREACH);
+    }
     Deferred d;
-        d.kind = Deferred::Kind::kError;
+    d.kind = Deferred::Kind::kError;
     d.ep = &ep;
     d.text = util::format("roce %s:%d: %s", plan_.device.c_str(), plan_.port, why.c_str());
     deferred_.push_back(std::move(d));
@@ -207,8 +302,10 @@ void Module::run_deferred(std::vector<Deferred> &todo) {
             }
             OPAL_THREAD_LOCK(&lock_);
             (void)dev_->post_srq_recv(d.buf_index);
-            d.ep->credits_.owe();
-            maybe_send_credits(*d.ep);
+            if (d.path >= 0 && d.ep->paths_[static_cast<size_t>(d.path)].state == PathState::kUp) {
+                d.ep->paths_[static_cast<size_t>(d.path)].credits.owe();
+                maybe_send_credits(*d.ep, static_cast<size_t>(d.path));
+            }
             OPAL_THREAD_UNLOCK(&lock_);
             break;
         }

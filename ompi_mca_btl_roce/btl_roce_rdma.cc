@@ -1,7 +1,10 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 //
 // One-sided operations: RDMA write (put), RDMA read (get), 64-bit
-// fetch-and-add and compare-and-swap, and flush.
+// fetch-and-add and compare-and-swap, and flush. Large transfers are
+// striped over the endpoint's paths; an operation whose path fails is
+// posted again on another (reads and writes always; atomics only when the
+// error proves they never executed).
 #include "btl_roce_module.h"
 
 #include <new>
@@ -28,11 +31,11 @@ Status Module::init_rdma_ops() {
     return Status::ok();
 }
 
-Module::RdmaOp *Module::get_rdma_op() {
+RdmaOp *Module::get_rdma_op() {
     RdmaOp *op = rdma_free_;
     if (op != nullptr) {
         rdma_free_ = op->next_free;
-        op->next_free = nullptr;
+        *op = RdmaOp();
     }
     return op;
 }
@@ -40,6 +43,111 @@ Module::RdmaOp *Module::get_rdma_op() {
 void Module::put_rdma_op(RdmaOp *op) {
     op->next_free = rdma_free_;
     rdma_free_ = op;
+}
+
+// Posts `op` on path i (which must be up with a free slot).
+int Module::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
+    Path &path = ep.paths_[i];
+    ibv_send_wr wr{};
+    ibv_sge sge = op->sge;
+    wr.wr_id = make_wr_id(op, WrKind::kRdma);
+    wr.sg_list = &sge;
+    wr.num_sge = sge.length > 0 ? 1 : 0;
+    wr.opcode = op->opcode;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (op->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || op->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+        wr.wr.atomic.remote_addr = op->remote_address;
+        wr.wr.atomic.rkey = op->rkey;
+        wr.wr.atomic.compare_add = op->compare_add;
+        wr.wr.atomic.swap = op->swap;
+    } else {
+        wr.wr.rdma.remote_addr = op->remote_address;
+        wr.wr.rdma.rkey = op->rkey;
+    }
+    ibv_send_wr *bad = nullptr;
+    int rc = verbs::normalize_rc(dev_->api().post_send(path.qp->get(), &wr, &bad), errno);
+    if (rc != 0) {
+        path_failed(ep, i, Status::from_errno(rc, "ibv_post_send(RDMA)").message());
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    op->path = static_cast<int>(i);
+    --path.sq_free;
+    ++path.outstanding;
+    ++inflight_;
+    path.stats.bytes += sge.length;
+    if (log_.enabled(util::LogLevel::kTrace)) {
+        log_.write(util::LogLevel::kTrace,
+                   util::format("RDMA op %d, %u bytes, path %zu -> %s remote 0x%llx rkey 0x%x",
+                                static_cast<int>(op->opcode), sge.length, i, ep.label().c_str(),
+                                static_cast<unsigned long long>(op->remote_address), op->rkey));
+    }
+    return OPAL_SUCCESS;
+}
+
+// Posts an operation, striping a large read or write over every path that
+// can take a chunk now. Called with the lock held and the endpoint
+// connected; OPAL_ERR_OUT_OF_RESOURCE (nothing posted) when no path can.
+int Module::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
+    std::vector<size_t> ready;
+    for (size_t k = 0; k < ep.paths_.size(); ++k) {
+        size_t i = (ep.next_path_ + k) % ep.paths_.size();
+        if (ep.paths_[i].state == PathState::kUp && ep.paths_[i].sq_free > 0) {
+            ready.push_back(i);
+        }
+    }
+    if (ready.empty() || inflight_ + ready.size() > max_inflight_) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    bool stripe = ready.size() > 1 && size >= cfg_.stripe_min &&
+                  (op->opcode == IBV_WR_RDMA_READ || op->opcode == IBV_WR_RDMA_WRITE);
+    if (!stripe) {
+        ep.next_path_ = static_cast<unsigned>(ready[0] + 1);
+        return post_rdma_on(ep, ready[0], op);
+    }
+    // Equal chunks, 4 KiB aligned; the last takes the remainder.
+    size_t n = ready.size();
+    size_t chunk = ((size / n) + 4095) & ~size_t{4095};
+    std::vector<RdmaOp *> parts;
+    for (size_t off = 0; off < size; off += chunk) {
+        RdmaOp *c = get_rdma_op();
+        if (c == nullptr) {
+            for (RdmaOp *p : parts) {
+                put_rdma_op(p);
+            }
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+        size_t len = std::min(chunk, size - off);
+        c->ep = &ep;
+        c->parent = op;
+        c->opcode = op->opcode;
+        c->sge = op->sge;
+        c->sge.addr += off;
+        c->sge.length = static_cast<uint32_t>(len);
+        c->remote_address = op->remote_address + off;
+        c->rkey = op->rkey;
+        parts.push_back(c);
+    }
+    op->chunks_left = static_cast<uint32_t>(parts.size());
+    for (size_t k = 0; k < parts.size(); ++k) {
+        if (post_rdma_on(ep, ready[k % n], parts[k]) != OPAL_SUCCESS) {
+            // The path just failed: this chunk goes to the retry queue.
+            parts[k]->next_retry = ep.rdma_retry_;
+            ep.rdma_retry_ = parts[k];
+        }
+    }
+    ep.next_path_ = static_cast<unsigned>(ready[0] + 1);
+    return OPAL_SUCCESS;
+}
+
+// Common entry of put/get/atomics once the work request is described.
+int Module::issue(Endpoint *ep, RdmaOp *op, size_t size) {
+    int rc = start_rdma(*ep, op, size);
+    if (rc != OPAL_SUCCESS) {
+        put_rdma_op(op);
+        return rc;
+    }
+    ++ep->rdma_outstanding_;
+    return OPAL_SUCCESS;
 }
 
 int Module::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote_address,
@@ -50,19 +158,11 @@ int Module::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote
         return OPAL_ERR_BAD_PARAM;
     }
     OPAL_THREAD_LOCK(&lock_);
-    if (ep->state_ == EpState::kFailed) {
-        OPAL_THREAD_UNLOCK(&lock_);
-        return OPAL_ERR_UNREACH;
-    }
-    if (ep->state_ != EpState::kConnected) {
-        start_connect(*ep);
-        OPAL_THREAD_UNLOCK(&lock_);
-        return OPAL_ERR_OUT_OF_RESOURCE; // the caller retries after progress
-    }
-    RdmaOp *op = (ep->sq_free_ > 0 && inflight_ < max_inflight_) ? get_rdma_op() : nullptr;
+    int rc = ready_for_rdma(*ep);
+    RdmaOp *op = rc == OPAL_SUCCESS ? get_rdma_op() : nullptr;
     if (op == nullptr) {
         OPAL_THREAD_UNLOCK(&lock_);
-        return OPAL_ERR_OUT_OF_RESOURCE;
+        return rc == OPAL_SUCCESS ? OPAL_ERR_OUT_OF_RESOURCE : rc;
     }
     op->cbfunc = cbfunc;
     op->cbcontext = cbcontext;
@@ -70,43 +170,26 @@ int Module::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote
     op->local_address = local_address;
     op->local_handle = local_handle;
     op->ep = ep;
-    op->copy_result = false;
-
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<uint64_t>(local_address);
-    sge.length = static_cast<uint32_t>(size);
-    sge.lkey = local_handle ? local_handle->lkey : 0;
-    ibv_send_wr wr{};
-    wr.wr_id = make_wr_id(op, WrKind::kRdma);
-    wr.sg_list = &sge;
-    wr.num_sge = size > 0 ? 1 : 0;
-    wr.opcode = is_put ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = remote_address;
-    wr.wr.rdma.rkey = remote_handle ? remote_handle->rkey : 0;
-    ibv_send_wr *bad = nullptr;
-    int rc = verbs::normalize_rc(dev_->api().post_send(ep->qp_->get(), &wr, &bad), errno);
-    if (rc != 0) {
-        put_rdma_op(op);
-        OPAL_THREAD_UNLOCK(&lock_);
-        log_.write(util::LogLevel::kWarn,
-                   Status::from_errno(rc, util::format("ibv_post_send(RDMA %s, %zu bytes) to %s",
-                                                       is_put ? "WRITE" : "READ", size,
-                                                       ep->label().c_str()))
-                       .message());
-        return OPAL_ERROR;
-    }
-    --ep->sq_free_;
-    ++ep->rdma_outstanding_;
-    ++inflight_;
+    op->opcode = is_put ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+    op->sge.addr = reinterpret_cast<uint64_t>(local_address);
+    op->sge.length = static_cast<uint32_t>(size);
+    op->sge.lkey = local_handle ? local_handle->lkey : 0;
+    op->remote_address = remote_address;
+    op->rkey = remote_handle ? remote_handle->rkey : 0;
+    rc = issue(ep, op, size);
     OPAL_THREAD_UNLOCK(&lock_);
-    if (log_.enabled(util::LogLevel::kTrace)) {
-        log_.write(util::LogLevel::kTrace,
-                   util::format("RDMA %s %zu bytes local %p lkey 0x%x -> %s remote 0x%llx rkey "
-                                "0x%x",
-                                is_put ? "WRITE" : "READ", size, local_address, sge.lkey,
-                                ep->label().c_str(), static_cast<unsigned long long>(remote_address),
-                                wr.wr.rdma.rkey));
+    return rc;
+}
+
+// OPAL_SUCCESS when ep can take an RDMA operation now; otherwise starts the
+// connection if needed and says why not.
+int Module::ready_for_rdma(Endpoint &ep) {
+    if (ep.state_ == EpState::kFailed) {
+        return OPAL_ERR_UNREACH;
+    }
+    if (ep.state_ != EpState::kConnected) {
+        start_connect(ep);
+        return OPAL_ERR_OUT_OF_RESOURCE; // the caller retries after progress
     }
     return OPAL_SUCCESS;
 }
@@ -129,19 +212,11 @@ int Module::atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
         return OPAL_ERR_BAD_PARAM;
     }
     OPAL_THREAD_LOCK(&lock_);
-    if (ep->state_ == EpState::kFailed) {
-        OPAL_THREAD_UNLOCK(&lock_);
-        return OPAL_ERR_UNREACH;
-    }
-    if (ep->state_ != EpState::kConnected) {
-        start_connect(*ep);
-        OPAL_THREAD_UNLOCK(&lock_);
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    RdmaOp *op = (ep->sq_free_ > 0 && inflight_ < max_inflight_) ? get_rdma_op() : nullptr;
+    int rc = ready_for_rdma(*ep);
+    RdmaOp *op = rc == OPAL_SUCCESS ? get_rdma_op() : nullptr;
     if (op == nullptr) {
         OPAL_THREAD_UNLOCK(&lock_);
-        return OPAL_ERR_OUT_OF_RESOURCE;
+        return rc == OPAL_SUCCESS ? OPAL_ERR_OUT_OF_RESOURCE : rc;
     }
     op->cbfunc = cbfunc;
     op->cbcontext = cbcontext;
@@ -149,55 +224,111 @@ int Module::atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
     op->local_address = local_address;
     op->local_handle = local_handle;
     op->ep = ep;
-
-    ibv_sge sge{};
-    sge.length = 8;
+    op->opcode = is_cswap ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD;
+    op->sge.length = 8;
     if (local_address != nullptr && local_handle != nullptr) {
-        sge.addr = reinterpret_cast<uint64_t>(local_address);
-        sge.lkey = local_handle->lkey;
+        op->sge.addr = reinterpret_cast<uint64_t>(local_address);
+        op->sge.lkey = local_handle->lkey;
     } else {
         // Non-fetching op, or an unregistered result buffer: the old value
         // lands in the op's own registered word (copied out on completion).
-        sge.addr = reinterpret_cast<uint64_t>(&op->result);
-        sge.lkey = rdma_slab_.lkey();
+        op->sge.addr = reinterpret_cast<uint64_t>(&op->result);
+        op->sge.lkey = rdma_slab_.lkey();
+        op->copy_result = local_address != nullptr;
     }
-    op->copy_result = local_address != nullptr && local_handle == nullptr;
-    ibv_send_wr wr{};
-    wr.wr_id = make_wr_id(op, WrKind::kRdma);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = is_cswap ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.atomic.remote_addr = remote_address;
-    wr.wr.atomic.rkey = remote_handle ? remote_handle->rkey : 0;
-    wr.wr.atomic.compare_add = is_cswap ? compare : operand;
-    wr.wr.atomic.swap = is_cswap ? operand : 0;
-    ibv_send_wr *bad = nullptr;
-    int rc = verbs::normalize_rc(dev_->api().post_send(ep->qp_->get(), &wr, &bad), errno);
-    if (rc != 0) {
-        put_rdma_op(op);
-        OPAL_THREAD_UNLOCK(&lock_);
-        log_.write(util::LogLevel::kWarn,
-                   Status::from_errno(rc, "ibv_post_send(atomic) to " + ep->label()).message());
-        return OPAL_ERROR;
-    }
-    --ep->sq_free_;
-    ++ep->rdma_outstanding_;
-    ++inflight_;
+    op->remote_address = remote_address;
+    op->rkey = remote_handle->rkey;
+    op->compare_add = is_cswap ? compare : operand;
+    op->swap = is_cswap ? operand : 0;
+    rc = issue(ep, op, 8);
     OPAL_THREAD_UNLOCK(&lock_);
-    if (log_.enabled(util::LogLevel::kTrace)) {
-        log_.write(util::LogLevel::kTrace,
-                   util::format("ATOMIC %s -> %s remote 0x%llx rkey 0x%x operand 0x%llx",
-                                is_cswap ? "CSWAP" : "FADD", ep->label().c_str(),
-                                static_cast<unsigned long long>(remote_address),
-                                wr.wr.atomic.rkey, static_cast<unsigned long long>(operand)));
+    return rc;
+}
+
+void Module::on_rdma_completion(const ibv_wc &wc) {
+    RdmaOp *op = wr_ptr<RdmaOp>(wc.wr_id);
+    Endpoint &ep = *op->ep;
+    Endpoint *owner = nullptr;
+    Path *path = account_completion(wc.qp_num, &owner);
+    if (wc.status == IBV_WC_SUCCESS) {
+        if (path != nullptr) {
+            ++path->stats.messages;
+        }
+        rdma_done(op, OPAL_SUCCESS);
+        drain_pending(ep);
+        return;
     }
-    return OPAL_SUCCESS;
+    if (path != nullptr && wc.status != IBV_WC_WR_FLUSH_ERR) {
+        path_failed(ep, static_cast<size_t>(op->path), wc_error(wc, "RDMA"));
+    }
+    bool atomic = op->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+                  op->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
+    // A flushed request never started; a read or write may simply run again.
+    // An atomic that got the error itself may have executed: it fails.
+    if (ep.state_ != EpState::kFailed && (!atomic || wc.status == IBV_WC_WR_FLUSH_ERR)) {
+        if (op->path >= 0 && static_cast<size_t>(op->path) < ep.paths_.size()) {
+            ++ep.paths_[static_cast<size_t>(op->path)].stats.retransmits;
+        }
+        op->next_retry = ep.rdma_retry_;
+        ep.rdma_retry_ = op;
+        retry_rdma(ep);
+    } else {
+        log_.write(util::LogLevel::kError,
+                   util::format("atomic operation to %s lost with its path (%s): it may or may "
+                                "not have been applied, so it is not repeated",
+                                ep.label().c_str(), ibv_wc_status_str(wc.status)));
+        rdma_done(op, OPAL_ERROR);
+    }
+}
+
+// Posts again what waits on the endpoint's retry queue, while paths allow.
+void Module::retry_rdma(Endpoint &ep) {
+    while (ep.rdma_retry_ != nullptr && ep.state_ == EpState::kConnected) {
+        RdmaOp *op = ep.rdma_retry_;
+        int i = -1;
+        for (size_t k = 0; k < ep.paths_.size(); ++k) {
+            if (ep.paths_[k].state == PathState::kUp && ep.paths_[k].sq_free > 0) {
+                i = static_cast<int>(k);
+                break;
+            }
+        }
+        if (i < 0 || inflight_ >= max_inflight_) {
+            return;
+        }
+        ep.rdma_retry_ = op->next_retry;
+        op->next_retry = nullptr;
+        if (post_rdma_on(ep, static_cast<size_t>(i), op) != OPAL_SUCCESS) {
+            op->next_retry = ep.rdma_retry_;
+            ep.rdma_retry_ = op;
+        }
+    }
+}
+
+// An operation (or one chunk of a striped one) finished with `status`.
+void Module::rdma_done(RdmaOp *op, int status) {
+    RdmaOp *whole = op;
+    if (op->parent != nullptr) {
+        whole = op->parent;
+        if (status != OPAL_SUCCESS && whole->status == OPAL_SUCCESS) {
+            whole->status = status;
+        }
+        put_rdma_op(op);
+        if (--whole->chunks_left != 0) {
+            return;
+        }
+        status = whole->status;
+    }
+    --whole->ep->rdma_outstanding_;
+    Deferred d;
+    d.kind = Deferred::Kind::kRdmaDone;
+    d.ep = whole->ep;
+    d.op = whole;
+    d.status = status;
+    deferred_.push_back(std::move(d));
 }
 
 int Module::flush(Endpoint *ep) {
-    // RC completes in order per QP, so "all operations issued so far are
-    // done" is "nothing is outstanding".
+    // Everything issued so far is done when nothing is outstanding.
     for (;;) {
         OPAL_THREAD_LOCK(&lock_);
         uint32_t left = 0;

@@ -123,21 +123,65 @@ void Module::queue_pending(Endpoint &ep, Frag *f) {
     ep.pending_tail_ = f;
 }
 
-// Posts one frag (header + segments) on ep's QP. Needs a data credit (or the
-// control reserve for credit-only frags), a send-queue slot and CQ room;
-// returns OPAL_ERR_OUT_OF_RESOURCE without side effects when one is missing.
+// The path for the next message: the one the caller asked for (`order`, a
+// path index from an earlier descriptor), else the next up path in
+// round-robin order that has a credit and a send-queue slot. -1 when none.
+int Module::pick_path(Endpoint &ep, uint8_t order, bool control) const {
+    auto usable = [&](const Path &p) {
+        if (p.state != PathState::kUp || p.sq_free == 0) {
+            return false;
+        }
+        return control ? p.credits.available() > 0 : p.credits.available() > p.credits.reserve();
+    };
+    size_t n = ep.paths_.size();
+    if (order != MCA_BTL_NO_ORDER && order < n && usable(ep.paths_[order])) {
+        return order;
+    }
+    for (size_t k = 0; k < n; ++k) {
+        size_t i = (ep.next_path_ + k) % n;
+        if (usable(ep.paths_[i])) {
+            return static_cast<int>(i);
+        }
+    }
+    return -1;
+}
+
+// Posts one frag on a path of its choosing; OPAL_ERR_OUT_OF_RESOURCE with no
+// side effects when no path has a credit, a slot and CQ room, or when the
+// fragment window of the endpoint is full.
 int Module::post_frag(Endpoint &ep, Frag *f) {
-    bool control = f->tag == 0 && f->segments[0].seg_len == 0 && !f->inplace;
-    if (ep.sq_free_ == 0 || inflight_ >= max_inflight_) {
+    if (inflight_ >= max_inflight_) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    if (!(control ? ep.credits_.take_for_control() : ep.credits_.take_for_data())) {
+    int i = pick_path(ep, f->base.order, f->control);
+    if (i < 0) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    int rc = post_frag_on(ep, static_cast<size_t>(i), f);
+    if (rc == OPAL_SUCCESS) {
+        ep.next_path_ = static_cast<unsigned>(i + 1);
+    }
+    return rc;
+}
+
+int Module::post_frag_on(Endpoint &ep, size_t i, Frag *f) {
+    Path &path = ep.paths_[i];
+    if (!f->control && !f->has_seq) {
+        // Number it, unless that would put it beyond the receiver's window.
+        if (ep.next_seq_ - ep.completed_.next_expected() >= cfg_.seq_span) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+        f->seq = ep.next_seq_++;
+        f->has_seq = true;
+    }
+    if (!(f->control ? path.credits.take_for_control() : path.credits.take_for_data())) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     wire::FragHeader h;
     h.tag = f->tag;
-    h.type = control ? wire::FragType::kCredit : wire::FragType::kData;
-    h.credits = ep.credits_.take_owed();
+    h.type = f->control ? wire::FragType::kCredit : wire::FragType::kData;
+    h.credits = path.credits.take_owed();
+    h.seq = f->seq;
     wire::encode(h, f->buf);
 
     ibv_sge sge[2];
@@ -161,17 +205,19 @@ int Module::post_frag(Endpoint &ep, Frag *f) {
         wr.send_flags |= IBV_SEND_INLINE;
     }
     ibv_send_wr *bad = nullptr;
-    int rc = verbs::normalize_rc(dev_->api().post_send(ep.qp_->get(), &wr, &bad), errno);
+    int rc = verbs::normalize_rc(dev_->api().post_send(path.qp->get(), &wr, &bad), errno);
     if (rc != 0) {
-        ep.credits_.untake();
-        ep.credits_.owe(h.credits);
-        log_.write(LogLevel::kWarn, util::Status::from_errno(rc, "ibv_post_send(RC) to " +
-                                                                    ep.label())
-                                        .message());
-        return OPAL_ERROR;
+        path.credits.untake();
+        path.credits.owe(h.credits);
+        path_failed(ep, i, util::Status::from_errno(rc, "ibv_post_send(RC)").message());
+        return OPAL_ERR_OUT_OF_RESOURCE; // queued; resent on another path
     }
-    --ep.sq_free_;
+    --path.sq_free;
+    ++path.outstanding;
     ++inflight_;
+    f->path = static_cast<int>(i);
+    f->base.order = static_cast<uint8_t>(i);
+    path.stats.bytes += f->segments[0].seg_len + (f->inplace ? f->segments[1].seg_len : 0);
     return OPAL_SUCCESS;
 }
 
@@ -180,7 +226,7 @@ void Module::drain_pending(Endpoint &ep) {
         Frag *f = ep.pending_head_;
         int rc = post_frag(ep, f);
         if (rc == OPAL_ERR_OUT_OF_RESOURCE) {
-            break; // a completion or returned credits will call us again
+            break; // a completion, returned credits or a path coming up calls us again
         }
         ep.pending_head_ = f->next;
         if (ep.pending_head_ == nullptr) {
@@ -190,12 +236,15 @@ void Module::drain_pending(Endpoint &ep) {
             complete_frag(f, rc);
         }
     }
-    maybe_send_credits(ep);
+    for (size_t i = 0; i < ep.paths_.size(); ++i) {
+        maybe_send_credits(ep, i);
+    }
 }
 
-void Module::maybe_send_credits(Endpoint &ep) {
-    if (ep.state_ != EpState::kConnected || !ep.credits_.credit_message_due() ||
-        ep.pending_head_ != nullptr) {
+void Module::maybe_send_credits(Endpoint &ep, size_t i) {
+    Path &path = ep.paths_[i];
+    if (path.state != PathState::kUp || !path.credits.credit_message_due() ||
+        ep.pending_head_ != nullptr || inflight_ >= max_inflight_) {
         return; // pending data will carry the credits
     }
     Frag *f = dev_->frags().get();
@@ -203,10 +252,10 @@ void Module::maybe_send_credits(Endpoint &ep) {
         return;
     }
     f->endpoint = &ep;
-    f->tag = 0;
+    f->control = true;
     f->segments[0].seg_len = 0;
     f->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
-    if (post_frag(ep, f) != OPAL_SUCCESS) {
+    if (post_frag_on(ep, i, f) != OPAL_SUCCESS) {
         dev_->frags().put(f);
     }
 }
@@ -253,8 +302,8 @@ int Module::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t hea
     }
     // Check every resource before packing: once packed, the PML's convertor
     // has moved on and the data could not be packed again.
-    bool can_post = ep->sq_free_ > 0 && inflight_ < max_inflight_ &&
-                    ep->credits_.available() > ep->credits_.reserve();
+    bool can_post = inflight_ < max_inflight_ && pick_path(*ep, order, false) >= 0 &&
+                    ep->next_seq_ - ep->completed_.next_expected() < cfg_.seq_span;
     Frag *f = can_post ? dev_->frags().get() : nullptr;
     if (f == nullptr) {
         OPAL_THREAD_UNLOCK(&lock_);

@@ -228,7 +228,8 @@ const char *to_string(CmType t) noexcept {
 bool CmMessage::operator==(const CmMessage &o) const {
     return type == o.type && src_name == o.src_name && dst_name == o.dst_name &&
            conn_id == o.conn_id && src_ud_qpn == o.src_ud_qpn && src_port == o.src_port &&
-           dst_port == o.dst_port && path_mtu == o.path_mtu && credits == o.credits &&
+           dst_port == o.dst_port && first_path == o.first_path && path_mtu == o.path_mtu &&
+           credits == o.credits &&
            src_gid == o.src_gid && dst_gid == o.dst_gid && paths == o.paths &&
            reason == o.reason && text == o.text;
 }
@@ -249,6 +250,7 @@ std::vector<uint8_t> encode(const CmMessage &m) {
     if (m.type == CmType::kRequest || m.type == CmType::kReply) {
         size_t n = m.paths.size() < kMaxPaths ? m.paths.size() : kMaxPaths;
         w.u8(static_cast<uint8_t>(n));
+        w.u8(m.first_path);
         w.u8(m.path_mtu);
         w.u32(m.credits);
         w.gid(m.src_gid);
@@ -307,6 +309,7 @@ Result<CmMessage> parse_cm(const uint8_t *data, size_t len) {
     m.dst_port = body.u16("destination port index");
     if (m.type == CmType::kRequest || m.type == CmType::kReply) {
         uint8_t npaths = body.u8("path count");
+        m.first_path = body.u8("first path");
         m.path_mtu = body.u8("path mtu");
         m.credits = body.u32("credits");
         m.src_gid = body.gid("source GID");
@@ -314,6 +317,10 @@ Result<CmMessage> parse_cm(const uint8_t *data, size_t len) {
         if (body.ok() && (npaths == 0 || npaths > kMaxPaths)) {
             body.fail(util::format("roce CM message: path count %u outside 1..%zu", npaths,
                                    kMaxPaths));
+        }
+        if (body.ok() && m.first_path + npaths > kMaxPaths) {
+            body.fail(util::format("roce CM message: paths %u..%u beyond the %zu allowed",
+                                   m.first_path, m.first_path + npaths - 1, kMaxPaths));
         }
         if (body.ok() && (m.path_mtu < 1 || m.path_mtu > 5)) {
             body.fail(util::format("roce CM message: path MTU enum %u outside 1..5", m.path_mtu));
@@ -350,6 +357,9 @@ void encode(const FragHeader &h, uint8_t *out) noexcept {
     out[1] = static_cast<uint8_t>(h.type);
     out[2] = static_cast<uint8_t>(h.credits);
     out[3] = static_cast<uint8_t>(h.credits >> 8);
+    for (int i = 0; i < 4; ++i) {
+        out[4 + i] = static_cast<uint8_t>(h.seq >> (8 * i));
+    }
 }
 
 Result<FragHeader> parse_frag_header(const uint8_t *data, size_t len) {
@@ -367,6 +377,8 @@ Result<FragHeader> parse_frag_header(const uint8_t *data, size_t len) {
     }
     h.type = static_cast<FragType>(data[1]);
     h.credits = static_cast<uint16_t>(data[2] | (data[3] << 8));
+    h.seq = static_cast<uint32_t>(data[4]) | static_cast<uint32_t>(data[5]) << 8 |
+            static_cast<uint32_t>(data[6]) << 16 | static_cast<uint32_t>(data[7]) << 24;
     return h;
 }
 

@@ -92,6 +92,7 @@ struct CmMessage {
     uint16_t src_port = 0;   ///< index into the sender's ModexAddress::ports
     uint16_t dst_port = 0;   ///< index into the receiver's ModexAddress::ports
     // kRequest / kReply:
+    uint8_t first_path = 0;  ///< index of paths[0] among the connection's paths
     uint8_t path_mtu = 0;
     uint32_t credits = 0;    ///< receive credits the sender grants on this connection
     Gid src_gid{};           ///< GID the sender transmits from
@@ -107,15 +108,18 @@ struct CmMessage {
 std::vector<uint8_t> encode(const CmMessage &m);
 util::Result<CmMessage> parse_cm(const uint8_t *data, size_t len);
 
-/// Header of every message on an RC connection (4 bytes, in front of the
-/// payload). `credits` returns receive credits to the peer.
+/// Header of every message on an RC connection (8 bytes, in front of the
+/// payload). `credits` returns receive credits of the path it travels on;
+/// `seq` numbers the data fragments of the connection (all paths together)
+/// so the receiver drops the copies a failover resends.
 enum class FragType : uint8_t { kData = 1, kCredit = 2 };
 struct FragHeader {
     uint8_t tag = 0;
     FragType type = FragType::kData;
     uint16_t credits = 0;
+    uint32_t seq = 0;
 };
-inline constexpr size_t kFragHeaderSize = 4;
+inline constexpr size_t kFragHeaderSize = 8;
 void encode(const FragHeader &h, uint8_t *out) noexcept;
 util::Result<FragHeader> parse_frag_header(const uint8_t *data, size_t len);
 

@@ -137,6 +137,7 @@ ibv_ah_attr build_ah_attr(const select::Selection &sel, const std::array<uint8_t
     ah.grh.sgid_index = static_cast<uint8_t>(sel.gid_index);
     ah.grh.hop_limit = params.hop_limit;
     ah.grh.traffic_class = params.traffic_class;
+    ah.grh.flow_label = params.flow_label & 0xfffffu;
     ah.sl = params.sl;
     ah.port_num = static_cast<uint8_t>(sel.port);
     return ah;

@@ -60,6 +60,10 @@ struct QpParams {
     uint8_t hop_limit = 64;
     uint8_t traffic_class = 0;
     uint8_t sl = 0;
+    /// GRH flow label (20 bits). RoCE v2 devices derive the UDP source port
+    /// from it (0: the device picks one from the QP numbers), which is how
+    /// paths are spread over the members of a hash-based LAG.
+    uint32_t flow_label = 0;
 };
 
 /// Attributes plus mask for one ibv_modify_qp call.

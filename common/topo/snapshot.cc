@@ -95,6 +95,17 @@ const NetdevInfo *Snapshot::find_netdev_by_index(int ifindex) const {
     return nullptr;
 }
 
+const char *to_string(BondMiiStatus s) noexcept {
+    switch (s) {
+    case BondMiiStatus::kUp: return "up";
+    case BondMiiStatus::kFail: return "going-down";
+    case BondMiiStatus::kDown: return "down";
+    case BondMiiStatus::kBack: return "going-back";
+    case BondMiiStatus::kUnknown: return "unknown";
+    }
+    return "?";
+}
+
 const NetdevInfo *Snapshot::find_netdev(const std::string &name) const {
     for (const auto &n : netdevs) {
         if (n.name == name) {

@@ -97,6 +97,30 @@ struct BondInfo {
     int ad_num_ports = -1;              ///< 802.3ad: members in the active aggregator; -1 unknown
     std::string xmit_hash_policy;       ///< "layer3+4", ... ("" unknown)
     int miimon_ms = -1;
+    // 802.3ad active aggregator (IFLA_BOND_AD_INFO; -1 / "" when not reported).
+    int ad_aggregator_id = -1;
+    int ad_actor_key = -1;
+    int ad_partner_key = -1;
+    std::string ad_partner_mac;         ///< "00:00:00:00:00:00" until LACP found a partner
+    int min_links = -1;
+};
+
+/// MII state the bonding driver keeps per member (IFLA_BOND_SLAVE_MII_STATUS).
+enum class BondMiiStatus { kUp = 0, kFail = 1, kDown = 2, kBack = 3, kUnknown = 255 };
+/// "up", "going-down", "down", "going-back", "unknown".
+const char *to_string(BondMiiStatus s) noexcept;
+
+/// A bond member as the bonding driver reports it (IFLA_INFO_SLAVE_DATA,
+/// IFLA_BOND_SLAVE_*). Set on the member's NetdevInfo while it is enslaved.
+struct BondSlaveInfo {
+    bool active = false;                ///< IFLA_BOND_SLAVE_STATE: active (true) or backup
+    BondMiiStatus mii_status = BondMiiStatus::kUnknown;
+    int link_failure_count = 0;
+    std::string perm_hwaddr;            ///< "aa:bb:..." permanent MAC ("" unknown)
+    int queue_id = 0;
+    int ad_aggregator_id = -1;          ///< 802.3ad: aggregator this port is attached to
+    int ad_actor_oper_port_state = -1;  ///< 802.3ad LACP port state bits, -1 unknown
+    int ad_partner_oper_port_state = -1;
 };
 
 struct NetdevInfo {
@@ -112,6 +136,8 @@ struct NetdevInfo {
     int vlan_id = -1;                   ///< VLAN id, -1 when not a VLAN
     std::optional<BondInfo> bond;       ///< set for bond masters
     std::vector<AddressInfo> addresses;
+    bool admin_up = false;              ///< IFF_UP (administratively up)
+    std::optional<BondSlaveInfo> bond_slave; ///< set while enslaved to a bond
 };
 
 struct Snapshot {

@@ -64,6 +64,12 @@ const VerbsApi kReal = {
     [](ibv_context *c, ibv_qp_init_attr_ex *a, mlx5dv_qp_init_attr *m) {
         return mlx5dv_create_qp(c, a, m);
     },
+    /*mlx5dv_modify_qp_lag_port=*/
+    [](ibv_qp *qp, uint8_t p) { return mlx5dv_modify_qp_lag_port(qp, p); },
+    /*mlx5dv_query_qp_lag_port=*/
+    [](ibv_qp *qp, uint8_t *p, uint8_t *a) { return mlx5dv_query_qp_lag_port(qp, p, a); },
+    /*mlx5dv_modify_qp_udp_sport=*/
+    [](ibv_qp *qp, uint16_t s) { return mlx5dv_modify_qp_udp_sport(qp, s); },
 };
 
 } // namespace

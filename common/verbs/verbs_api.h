@@ -70,6 +70,14 @@ struct VerbsApi {
     /// DC initiators/targets (DCI/DCT) and other mlx5-only QPs.
     ibv_qp *(*mlx5dv_create_qp)(ibv_context *context, ibv_qp_init_attr_ex *attr,
                                 mlx5dv_qp_init_attr *mlx5_attr);
+    /// Queue-affinity LAG: the LAG port (1..num_lag_ports) a QP transmits
+    /// on. EOPNOTSUPP when the device is not in LAG mode. A later state
+    /// change may reconfigure it: set it again after RTS.
+    int (*mlx5dv_modify_qp_lag_port)(ibv_qp *qp, uint8_t port_num);
+    /// The configured and the active LAG port of a QP.
+    int (*mlx5dv_query_qp_lag_port)(ibv_qp *qp, uint8_t *port_num, uint8_t *active_port_num);
+    /// Hash-mode LAG: the RoCE v2 UDP source port of an RC QP (in RTR/RTS).
+    int (*mlx5dv_modify_qp_udp_sport)(ibv_qp *qp, uint16_t udp_sport);
 };
 
 /// The real rdma-core table (static storage; valid for the whole process).

@@ -46,7 +46,8 @@ const char *call_name(Call c) noexcept {
         "dealloc_pd", "reg_mr", "dereg_mr", "create_comp_channel", "destroy_comp_channel",
         "create_cq", "destroy_cq", "poll_cq", "req_notify_cq", "create_srq", "destroy_srq",
         "post_srq_recv", "create_qp", "destroy_qp", "modify_qp", "query_qp", "post_send",
-        "post_recv", "create_ah", "destroy_ah", "mlx5dv_query_device", "mlx5dv_create_qp"};
+        "post_recv", "create_ah", "destroy_ah", "mlx5dv_query_device", "mlx5dv_create_qp",
+        "mlx5dv_modify_qp_lag_port", "mlx5dv_query_qp_lag_port", "mlx5dv_modify_qp_udp_sport"};
     auto i = static_cast<size_t>(c);
     return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
 }
@@ -580,6 +581,9 @@ FakeVerbs::FakeVerbs() : st_(std::make_unique<State>()) {
         },
         &FakeOps::mlx5dv_query_device,
         &FakeOps::mlx5dv_create_qp,
+        &FakeOps::mlx5dv_modify_qp_lag_port,
+        &FakeOps::mlx5dv_query_qp_lag_port,
+        &FakeOps::mlx5dv_modify_qp_udp_sport,
     };
 }
 

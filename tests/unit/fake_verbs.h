@@ -58,6 +58,7 @@ enum class Call {
     kCreateCompChannel, kDestroyCompChannel, kCreateCq, kDestroyCq, kPollCq, kReqNotifyCq,
     kCreateSrq, kDestroySrq, kPostSrqRecv, kCreateQp, kDestroyQp, kModifyQp, kQueryQp,
     kPostSend, kPostRecv, kCreateAh, kDestroyAh, kMlx5dvQueryDevice, kMlx5dvCreateQp,
+    kMlx5dvModifyQpLagPort, kMlx5dvQueryQpLagPort, kMlx5dvModifyQpUdpSport,
     kCount
 };
 const char *call_name(Call c) noexcept;
@@ -81,7 +82,9 @@ struct FakePort {
 struct FakeDevice {
     std::string name;
     bool mlx5 = false;              ///< mlx5dv_* work; DC QPs can be created
-    int num_lag_ports = 0;          ///< reported by mlx5dv_query_device
+    int num_lag_ports = 0;          ///< reported by mlx5dv_query_device; > 1: LAG mode
+    int lag_port_down = 0;          ///< a LAG port (1-based) whose link is down: QPs
+                                    ///< configured for it are active on another one
     bool checks_pkey_index = true;  ///< mlx5 refuses pkey_index >= table (rxe does not)
     std::vector<FakePort> ports;    ///< ports[0] is port 1
 };
@@ -152,6 +155,10 @@ public:
     const std::vector<PostedWr> &sends() const { return sends_; }
     const std::vector<PostedWr> &recvs() const { return recvs_; }
     ibv_qp_state qp_state(const ibv_qp *qp) const;
+    /// The LAG port configured on `qp` (0: none, or reset by a state change).
+    uint8_t qp_lag_port(const ibv_qp *qp) const;
+    /// The UDP source port set on `qp` with mlx5dv_modify_qp_udp_sport (0: none).
+    uint16_t qp_udp_sport(const ibv_qp *qp) const;
     /// The attributes last applied to `qp` (valid fields per applied mask).
     const ibv_qp_attr &qp_attr(const ibv_qp *qp) const;
     /// The errno the last failed modify_qp returned, and why (the fake's own

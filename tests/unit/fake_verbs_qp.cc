@@ -369,6 +369,12 @@ int FakeOps::modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask) {
     }
     ibv_qp_state next = mask & IBV_QP_STATE ? attr->qp_state : qp->state;
     apply(q, *attr, mask);
+    // As mlx5dv_modify_qp_lag_port(3) warns: a later state change may
+    // reconfigure the LAG port. The fake always does, so callers that do
+    // not set it again after RTS are caught.
+    if (next != qp->state) {
+        q.lag_port = 0;
+    }
     if (next == IBV_QPS_RESET) {
         q.rq.clear();
         q.applied_mask = 0;
@@ -507,6 +513,74 @@ bool FakeVerbs::deliver_recv(ibv_qp *qp, uint32_t byte_len, uint32_t src_qp, con
     queue.pop_front();
     st_->cqs.at(qp->recv_cq)->wcs.push_back(wc);
     return true;
+}
+
+} // namespace roce::testing
+
+namespace roce::testing {
+
+// mlx5 LAG controls. EOPNOTSUPP unless the device is mlx5 in LAG mode
+// (num_lag_ports > 1), as the man pages say; the QP must be out of RESET.
+int FakeOps::mlx5dv_modify_qp_lag_port(ibv_qp *qp, uint8_t port) {
+    FakeVerbs &f = *owner(qp->context);
+    if (int err = enter(f, Call::kMlx5dvModifyQpLagPort)) {
+        return fail_with(err);
+    }
+    const FakeDevice &d = device_of(qp->context);
+    if (!d.mlx5 || d.num_lag_ports < 2) {
+        return fail_with(EOPNOTSUPP);
+    }
+    FakeQpObj &q = *st(f).qps.at(qp);
+    if (port < 1 || port > d.num_lag_ports || qp->state == IBV_QPS_RESET ||
+        qp->state == IBV_QPS_ERR) {
+        return fail_with(EINVAL);
+    }
+    q.lag_port = port;
+    return 0;
+}
+
+int FakeOps::mlx5dv_query_qp_lag_port(ibv_qp *qp, uint8_t *port, uint8_t *active) {
+    FakeVerbs &f = *owner(qp->context);
+    if (int err = enter(f, Call::kMlx5dvQueryQpLagPort)) {
+        return fail_with(err);
+    }
+    const FakeDevice &d = device_of(qp->context);
+    if (!d.mlx5 || d.num_lag_ports < 2) {
+        return fail_with(EOPNOTSUPP);
+    }
+    const FakeQpObj &q = *st(f).qps.at(qp);
+    *port = q.lag_port;
+    uint8_t a = q.lag_port != 0 ? q.lag_port : 1;
+    if (d.lag_port_down == a) {
+        a = static_cast<uint8_t>(a % d.num_lag_ports + 1);
+    }
+    *active = a;
+    return 0;
+}
+
+int FakeOps::mlx5dv_modify_qp_udp_sport(ibv_qp *qp, uint16_t sport) {
+    FakeVerbs &f = *owner(qp->context);
+    if (int err = enter(f, Call::kMlx5dvModifyQpUdpSport)) {
+        return fail_with(err);
+    }
+    const FakeDevice &d = device_of(qp->context);
+    FakeQpObj &q = *st(f).qps.at(qp);
+    if (!d.mlx5) {
+        return fail_with(EOPNOTSUPP);
+    }
+    if (q.kind != FakeQpKind::kRC || (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS)) {
+        return fail_with(EINVAL);
+    }
+    q.udp_sport = sport;
+    return 0;
+}
+
+uint8_t FakeVerbs::qp_lag_port(const ibv_qp *qp) const {
+    return st_->qps.at(const_cast<ibv_qp *>(qp))->lag_port;
+}
+
+uint16_t FakeVerbs::qp_udp_sport(const ibv_qp *qp) const {
+    return st_->qps.at(const_cast<ibv_qp *>(qp))->udp_sport;
 }
 
 } // namespace roce::testing

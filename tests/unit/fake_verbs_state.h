@@ -46,6 +46,8 @@ struct FakeQpObj {
     bool sq_sig_all = false;
     std::deque<PostedWr> rq;
     bool fail_next_send = false;
+    uint8_t lag_port = 0;   ///< mlx5dv_modify_qp_lag_port; reset by any state change
+    uint16_t udp_sport = 0; ///< mlx5dv_modify_qp_udp_sport
     ibv_wc_status next_status = IBV_WC_SUCCESS;
     uint32_t next_vendor_err = 0;
 };
@@ -141,6 +143,9 @@ struct FakeOps {
                                     mlx5dv_qp_init_attr *dv);
     static int destroy_qp(ibv_qp *qp);
     static int modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask);
+    static int mlx5dv_modify_qp_lag_port(ibv_qp *qp, uint8_t port);
+    static int mlx5dv_query_qp_lag_port(ibv_qp *qp, uint8_t *port, uint8_t *active);
+    static int mlx5dv_modify_qp_udp_sport(ibv_qp *qp, uint16_t sport);
     static int query_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask, ibv_qp_init_attr *init);
     static int post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad);
     static int post_recv(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad);

@@ -1,9 +1,12 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #include <random>
+#include <set>
 
 #include "catch.h"
 #include "credits.h"
+#include "lag.h"
 #include "locality.h"
+#include "seq_window.h"
 #include "wire.h"
 
 using namespace roce::btl;
@@ -92,10 +95,12 @@ TEST_CASE("wire: CM messages round trip for every type", "[btl][wire]") {
     CmMessage req = sample_req();
     CmMessage rep = req;
     rep.type = CmType::kReply;
-    rep.paths = {{0x99, 0x1}};
+    rep.paths = {{0x99, 0x1}, {0x9a, 0x2}};
+    rep.first_path = 3;
     CmMessage rtu = req;
     rtu.type = CmType::kReadyToUse;
     rtu.paths.clear();
+    rtu.first_path = 0;
     rtu.path_mtu = 0;
     rtu.credits = 0;
     rtu.src_gid = {};
@@ -136,7 +141,10 @@ TEST_CASE("wire: CM parser names what is wrong", "[btl][wire]") {
     bad[36] = 0; // path count
     check(bad, "path count 0 outside 1..16");
     bad = bytes;
-    bad[37] = 9; // path mtu
+    bad[37] = 16; // first path: 16 + 1 path > 16
+    check(bad, "paths 16..16 beyond the 16 allowed");
+    bad = bytes;
+    bad[38] = 9; // path mtu
     check(bad, "path MTU enum 9 outside 1..5");
     bad = bytes;
     bad[bytes.size() - 1] = 0xff; // PSN high byte: 32-bit value beyond 24 bits
@@ -204,16 +212,17 @@ TEST_CASE("wire: randomized fuzzing never crashes and never accepts garbage sile
 }
 
 TEST_CASE("wire: fragment header", "[btl][wire]") {
-    uint8_t buf[4];
-    encode(FragHeader{0x41, FragType::kData, 513}, buf);
+    uint8_t buf[8];
+    encode(FragHeader{0x41, FragType::kData, 513, 0xfedcba98}, buf);
     auto h = parse_frag_header(buf, sizeof buf);
     REQUIRE(h.is_ok());
     CHECK(h->tag == 0x41);
     CHECK(h->type == FragType::kData);
     CHECK(h->credits == 513);
-    CHECK_FALSE(parse_frag_header(buf, 3).is_ok());
+    CHECK(h->seq == 0xfedcba98);
+    CHECK_FALSE(parse_frag_header(buf, 7).is_ok());
     buf[1] = 7;
-    auto bad = parse_frag_header(buf, 4);
+    auto bad = parse_frag_header(buf, 8);
     REQUIRE_FALSE(bad.is_ok());
     CHECK(bad.status().message() == "roce fragment with unknown type 7");
 }
@@ -298,4 +307,128 @@ TEST_CASE("locality: the devices on the process's NUMA nodes win, ties are kept"
     CHECK(why == "every device is local to this process's binding");
     CHECK(nearest_devices({{"only", 3}}, {0}, &why) == std::vector<std::string>{"only"});
     CHECK(why == "one RDMA device");
+}
+
+TEST_CASE("seq window: new, duplicate, out of order, wraparound", "[btl][seq]") {
+    SeqWindow w(16);
+    CHECK(w.accept(0) == SeqWindow::Verdict::kNew);
+    CHECK(w.accept(0) == SeqWindow::Verdict::kDuplicate);
+    CHECK(w.accept(2) == SeqWindow::Verdict::kNew);
+    CHECK(w.next_expected() == 1);
+    CHECK(w.accept(2) == SeqWindow::Verdict::kDuplicate);
+    CHECK(w.accept(1) == SeqWindow::Verdict::kNew);
+    CHECK(w.next_expected() == 3);
+    CHECK(w.accept(1) == SeqWindow::Verdict::kDuplicate); // behind the window
+    CHECK(w.accept(3 + 16) == SeqWindow::Verdict::kTooFar);
+    CHECK(w.accept(3 + 15) == SeqWindow::Verdict::kNew);
+
+}
+
+TEST_CASE("seq window: random reorder within the credit window delivers each number once",
+          "[btl][seq]") {
+    std::mt19937 rng(12345);
+    SeqWindow w(256);
+    std::vector<uint32_t> inflight;
+    std::set<uint32_t> delivered;
+    uint32_t base_offset = 0;
+    int dups = 0;
+    for (int round = 0; round < 20000; ++round) {
+        // The sender's rule: a new number only within the window of the
+        // oldest one not yet completed (here: delivered).
+        while (inflight.size() < 64 && base_offset - w.next_expected() < 256) {
+            inflight.push_back(base_offset++);
+        }
+        size_t k = rng() % inflight.size();
+        uint32_t s = inflight[k];
+        bool resend = rng() % 8 == 0; // a failover resends it: the copy may arrive twice
+        auto v = w.accept(s);
+        if (delivered.count(s)) {
+            REQUIRE(v == SeqWindow::Verdict::kDuplicate);
+            ++dups;
+        } else {
+            REQUIRE(v == SeqWindow::Verdict::kNew);
+            delivered.insert(s);
+        }
+        if (!resend) {
+            inflight.erase(inflight.begin() + static_cast<long>(k));
+        }
+    }
+    CHECK(dups > 0);
+    CHECK(delivered.size() > 15000);
+    CHECK(w.next_expected() <= base_offset);
+}
+
+TEST_CASE("lag: flow label to UDP source port as the kernel folds it", "[btl][lag]") {
+    CHECK(flow_label_to_sport(0) == 0xc000);
+    CHECK(flow_label_to_sport(0x1234) == (0xc000 | 0x1234));
+    CHECK(flow_label_to_sport(0xfc000) == (0xc000 | 0x3f));
+    // The port is always in the RoCE v2 source-port range.
+    for (uint32_t fl = 0; fl < (1u << 20); fl += 4099) {
+        CHECK(flow_label_to_sport(fl) >= 0xc000);
+    }
+}
+
+TEST_CASE("lag: the flow label of a QP pair is symmetric, as the kernel computes it",
+          "[btl][lag]") {
+    // Observed with tcpdump on Linux 6.1 rxe: QPs 0x13 <-> 0x13 sent from
+    // UDP port 0xc169.
+    CHECK(calc_flow_label(0x13, 0x13) == 0x169);
+    CHECK(flow_label_to_sport(calc_flow_label(0x13, 0x13)) == 0xc169);
+    for (uint32_t a = 0x11; a < 0x400; a += 37) {
+        for (uint32_t b = 0x11; b < 0x400; b += 53) {
+            CHECK(calc_flow_label(a, b) == calc_flow_label(b, a));
+            CHECK(calc_flow_label(a, b) < (1u << 20));
+        }
+    }
+}
+
+TEST_CASE("lag: bond layer3+4 hash and the member of a QP pair", "[btl][lag]") {
+    auto a = *roce::util::IpAddress::parse("198.18.0.1");
+    auto b = *roce::util::IpAddress::parse("198.18.0.2");
+    // Reference values computed by hand from the kernel's __bond_xmit_hash
+    // (ports as a little-endian u32 of two big-endian u16, XOR addresses,
+    // fold >>16 and >>8, drop the lowest bit).
+    uint32_t ports = 0x00c0u | (0xb712u << 16); // bswap16(0xc000)=0x00c0, bswap16(4791)=0xb712
+    uint32_t addrs = (198u | 18u << 8 | 0u << 16 | 1u << 24) ^ (198u | 18u << 8 | 0u << 16 | 2u << 24);
+    uint32_t h = ports ^ addrs;
+    h ^= h >> 16;
+    h ^= h >> 8;
+    h >>= 1;
+    CHECK(bond_l34_member(a, b, 0xc000, 4791, 2) == h % 2);
+    CHECK(bond_l34_member(a, b, 0xc000, 4791, 3) == h % 3);
+    // Members seen on the guests' tx counters (802.3ad, two members).
+    CHECK(bond_l34_member(a, b, 0xc169, 4791, 2) == 1);
+    CHECK(bond_l34_member(a, b, 0xc190, 4791, 2) == 1);
+    CHECK(bond_l34_member(a, b, 0xdf94, 4791, 2) == 0);
+    CHECK(bond_l34_member(a, b, 0xc18f, 4791, 2) == 0);
+    CHECK(bond_l34_member(a, b, 0xc17c, 4791, 2) == 1);
+    // The hash is symmetric in the addresses: both ends agree.
+    for (uint16_t sp = 0xc000; sp < 0xc400; sp += 7) {
+        CHECK(bond_l34_member(a, b, sp, 4791, 2) == bond_l34_member(b, a, sp, 4791, 2));
+    }
+
+    auto model = spread_model(2, "layer3+4", a, b);
+    REQUIRE(model.predictable);
+    auto s = spread_of(model, 0x13, 0x13);
+    CHECK(s.flow_label == 0x169);
+    CHECK(s.sport == 0xc169);
+    CHECK(s.member == 1);
+    CHECK(model.member_of(0x13, 0x13) == model.member_of(0x13, 0x13));
+    // Both members are reachable by choosing QP numbers.
+    std::set<int> members;
+    for (uint32_t q = 0x11; q < 0x40; ++q) {
+        members.insert(model.member_of(0x20, q));
+    }
+    CHECK(members == std::set<int>{0, 1});
+
+    // Not predictable: another hash policy, one member, or IPv6.
+    CHECK_FALSE(spread_model(2, "layer2", a, b).predictable);
+    CHECK(spread_model(2, "layer2", a, b).member_of(0x13, 0x13) == -1);
+    CHECK_FALSE(spread_model(1, "layer3+4", a, b).predictable);
+    auto v6a = *roce::util::IpAddress::parse("fd00::1");
+    auto v6b = *roce::util::IpAddress::parse("fd00::2");
+    CHECK_FALSE(spread_model(2, "layer3+4", v6a, v6b).predictable);
+    auto u = spread_of(spread_model(2, "layer2", a, b), 0x13, 0x14);
+    CHECK(u.member == -1);
+    CHECK(u.sport == flow_label_to_sport(calc_flow_label(0x13, 0x14)));
 }

@@ -11,6 +11,7 @@
 #include "fake_verbs.h"
 #include "fixtures.h"
 #include "qp/check.h"
+#include "qp/lag_port.h"
 #include "qp/queue_pair.h"
 #include "topo/readers.h"
 #include "util/log.h"
@@ -320,5 +321,60 @@ TEST_CASE("check_transitions: what roce-doctor --check runs", "[qp][check]") {
         auto out = qp::check_transitions(none.api(), sel, {}, false, nullptr);
         REQUIRE(out.size() == 2);
         CHECK(out[0].detail == "mlx5_bond_0 is not among the RDMA devices rdma-core lists now");
+    }
+}
+
+TEST_CASE("set_lag_port: queue affinity is set after RTS, verified, and lost on a transition",
+          "[qp][lag]") {
+    Bench b("mlx5_lag");
+    select::Selection sel = selection_for("mlx5_lag", 5);
+    qp::RemoteEnd peer{b.fake.device("mlx5_bond_0").ports[0].gids.at(5).gid, 0x123, 7};
+
+    SECTION("a device without queue-affinity LAG refuses with EOPNOTSUPP") {
+        b.fake.device("mlx5_bond_0").num_lag_ports = 0;
+        qp::QueuePair rc = b.make(QpType::kRC, sel);
+        REQUIRE(rc.to_init().is_ok());
+        REQUIRE(rc.to_rtr(&peer).is_ok());
+        REQUIRE(rc.to_rts().is_ok());
+        auto r = qp::set_lag_port(b.fake.api(), rc.get(), 0x42, 2);
+        REQUIRE_FALSE(r.is_ok());
+        CHECK(r.status().code() == util::Code::kUnsupported);
+        CHECK(r.status().to_string().find("mlx5dv_modify_qp_lag_port(qpn 0x42, port 2)") !=
+              std::string::npos);
+    }
+    SECTION("on a two-port LAG each path gets its port, and a down port shows as inactive") {
+        b.fake.device("mlx5_bond_0").num_lag_ports = 2;
+        qp::QueuePair rc = b.make(QpType::kRC, sel);
+        // Not in RESET: the device refuses (EINVAL).
+        CHECK_FALSE(qp::set_lag_port(b.fake.api(), rc.get(), 1, 1).is_ok());
+        REQUIRE(rc.to_init().is_ok());
+        REQUIRE(rc.to_rtr(&peer).is_ok());
+        REQUIRE(rc.to_rts().is_ok());
+        auto r = qp::set_lag_port(b.fake.api(), rc.get(), 1, 2);
+        REQUIRE(r.is_ok());
+        CHECK(r->port == 2);
+        CHECK(r->active == 2);
+        CHECK(b.fake.qp_lag_port(rc.get()) == 2);
+        // Port 3 does not exist on a two-port LAG.
+        CHECK(qp::set_lag_port(b.fake.api(), rc.get(), 1, 3).status().code() ==
+              util::Code::kInvalidArgument);
+
+        b.fake.device("mlx5_bond_0").lag_port_down = 2;
+        auto down = qp::set_lag_port(b.fake.api(), rc.get(), 1, 2);
+        REQUIRE(down.is_ok());
+        CHECK(down->port == 2);
+        CHECK(down->active == 1);
+    }
+    SECTION("a transition after RTS resets the affinity, so it must be applied again") {
+        b.fake.device("mlx5_bond_0").num_lag_ports = 2;
+        qp::QueuePair rc = b.make(QpType::kRC, sel);
+        REQUIRE(rc.to_init().is_ok());
+        REQUIRE(rc.to_rtr(&peer).is_ok());
+        REQUIRE(rc.to_rts().is_ok());
+        REQUIRE(qp::set_lag_port(b.fake.api(), rc.get(), 1, 2).is_ok());
+        ibv_qp_attr err{};
+        err.qp_state = IBV_QPS_ERR;
+        REQUIRE(b.fake.api().modify_qp(rc.get(), &err, IBV_QP_STATE) == 0);
+        CHECK(b.fake.qp_lag_port(rc.get()) == 0);
     }
 }
