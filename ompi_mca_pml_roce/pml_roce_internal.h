@@ -288,6 +288,7 @@ struct Pml {
     opal_list_t pending_gets;  ///< GetOp waiting to issue more gets
     opal_list_t pending_ctrl;  ///< Ctrl waiting for descriptors
     volatile int32_t pending_count = 0;
+    int32_t bsend_inflight = 0; ///< buffered sends holding space in the attached buffer
 
     opal_convertor_t empty_convertor; ///< passed to btl_sendi with payload 0
     Counters counters;

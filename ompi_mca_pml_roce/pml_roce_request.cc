@@ -162,6 +162,7 @@ void send_request_complete(SendRequest *r) noexcept {
         // The data went out of the MPI_Buffer_attach buffer: give it back.
         mca_pml_base_bsend_request_fini(&b->req_ompi);
         r->flags &= static_cast<uint8_t>(~kBsendBuf);
+        __atomic_sub_fetch(&g.bsend_inflight, 1, __ATOMIC_ACQ_REL);
     }
     r->proto = static_cast<uint8_t>(SendProto::kIdle);
     b->req_pml_complete = true;

@@ -17,6 +17,7 @@
 #include "pml_roce_internal.h"
 
 #include "ompi/mca/pml/base/pml_base_bsend.h"
+#include "opal/runtime/opal_progress.h"
 
 namespace roce::pml {
 namespace {
@@ -230,18 +231,48 @@ bool send_header(SendRequest *r) noexcept {
 }
 
 // Copies the data into the MPI_Buffer_attach buffer and completes the
-// request for MPI (the protocol then runs from the copy).
+// request for MPI (the protocol then runs from the copy). When the buffer
+// is full but buffered sends of ours are still in flight, their completion
+// will free space (a FIN or the last FRAG may simply not have been
+// processed yet): progress and try again. With nothing in flight the
+// buffer is too small for this message, which is the user's error
+// (MPI_ERR_BUFFER).
 int bsend_copy(SendRequest *r) noexcept {
     ensure_convertor(r);
+    mca_pml_base_request_t *b = &r->base.req_base;
+    ompi_datatype_t *dt = b->req_datatype;
+    size_t count = b->req_count;
+    const void *user = r->base.req_addr;
     r->base.req_bytes_packed = r->total;
-    int rc = mca_pml_base_bsend_request_start(&r->base.req_base.req_ompi);
+    int rc;
+    for (;;) {
+        rc = mca_pml_base_bsend_request_start(&b->req_ompi);
+        if (rc != OMPI_ERR_BUFFER) {
+            break;
+        }
+        // The failed start cleared the address and marked the request
+        // pml-complete; undo both before the next attempt.
+        r->base.req_addr = user;
+        b->req_pml_complete = false;
+        if (__atomic_load_n(&g.bsend_inflight, __ATOMIC_ACQUIRE) == 0) {
+            break;
+        }
+        opal_progress();
+    }
     if (rc != OMPI_SUCCESS) {
+        r->base.req_addr = user;
         return rc;
     }
+    // The base switched the request to the packed copy; keep the user's
+    // datatype in the request so that the reference taken at isend time is
+    // the one released (the convertor already describes the copy).
+    b->req_datatype = dt;
+    b->req_count = count;
+    __atomic_add_fetch(&g.bsend_inflight, 1, __ATOMIC_ACQ_REL);
     r->flags |= kBsendBuf | kContig;
     r->contig = static_cast<const char *>(r->base.req_addr);
-    r->base.req_base.req_ompi.req_status.MPI_ERROR = MPI_SUCCESS;
-    ompi_request_complete(&r->base.req_base.req_ompi, true);
+    b->req_ompi.req_status.MPI_ERROR = MPI_SUCCESS;
+    ompi_request_complete(&b->req_ompi, true);
     return OMPI_SUCCESS;
 }
 
