@@ -143,7 +143,35 @@ enum ReqFlags : uint8_t {
     kConvReady = 0x04, ///< req_convertor is prepared for this request's buffer
     kBsendBuf = 0x08,  ///< the data was copied into the MPI_Buffer_attach buffer
     kPersistent = 0x10,
+    kRetainedComm = 0x20, ///< the request holds a reference on its communicator
+    kRetainedDt = 0x40,   ///< the request holds a reference on its datatype
 };
+
+/// Takes the references a nonblocking request needs so that MPI_Comm_free or
+/// MPI_Type_free cannot pull its communicator or datatype away; intrinsic
+/// communicators and predefined datatypes live until finalize and are not
+/// counted (saves two atomics per message on the hot path). Returns the
+/// flags recording what was retained, for release_refs().
+inline uint8_t retain_refs(ompi_communicator_t *comm, ompi_datatype_t *dt) noexcept {
+    uint8_t f = 0;
+    if (OPAL_UNLIKELY(!OMPI_COMM_IS_INTRINSIC(comm))) {
+        OBJ_RETAIN(comm);
+        f |= kRetainedComm;
+    }
+    if (OPAL_UNLIKELY(!ompi_datatype_is_predefined(dt))) {
+        OBJ_RETAIN(dt);
+        f |= kRetainedDt;
+    }
+    return f;
+}
+inline void release_refs(uint8_t flags, ompi_communicator_t *comm, ompi_datatype_t *dt) noexcept {
+    if (OPAL_UNLIKELY(flags & kRetainedComm)) {
+        OBJ_RELEASE(comm);
+    }
+    if (OPAL_UNLIKELY(flags & kRetainedDt)) {
+        OBJ_RELEASE(dt);
+    }
+}
 
 enum class SendProto : uint8_t {
     kIdle,
@@ -326,14 +354,48 @@ void reject_id(const char *what, uint64_t id) noexcept;
 
 // request lifetime (pml_roce_request.cc)
 SendRequest *send_request_alloc() noexcept;
-RecvRequest *recv_request_alloc() noexcept;
+/// A receive request from the free list (entry points set by its
+/// constructor), or nullptr when out of memory. Inline: every receive.
+inline RecvRequest *recv_request_alloc() noexcept {
+    return reinterpret_cast<RecvRequest *>(opal_free_list_get(&g.recv_reqs));
+}
 void send_request_release(SendRequest *r) noexcept; ///< drop one ref; last one returns it
-void recv_request_release(RecvRequest *r) noexcept;
 void send_request_complete(SendRequest *r) noexcept; ///< MPI + pml complete, drop pml ref
-void recv_request_complete(RecvRequest *r) noexcept;
+
+/// Drops one reference; the last one returns the request to its free list.
+/// Inline: it runs on every receive.
+inline void recv_request_release(RecvRequest *r) noexcept {
+    if (add_fetch32(&r->refs, -1) != 0) {
+        return;
+    }
+    mca_pml_base_request_t *b = &r->base.req_base;
+    release_refs(r->flags, b->req_comm, b->req_datatype);
+    if (OPAL_UNLIKELY(r->flags & kConvReady)) {
+        opal_convertor_cleanup(&b->req_convertor);
+    }
+    r->flags = 0;
+    OMPI_REQUEST_FINI(&b->req_ompi);
+    opal_free_list_return(&g.recv_reqs, &b->req_ompi.super);
+}
+
+/// MPI- and pml-complete; drops the pml's reference.
+inline void recv_request_complete(RecvRequest *r) noexcept {
+    r->base.req_base.req_pml_complete = true;
+    ompi_request_complete(&r->base.req_base.req_ompi, true);
+    recv_request_release(r);
+}
+
 /// Sets status (source, tag, count, truncation) and completes.
-void recv_finish(RecvRequest *r, int32_t src, int32_t tag, uint64_t msg_len,
-                 uint64_t delivered) noexcept;
+inline void recv_finish(RecvRequest *r, int32_t src, int32_t tag, uint64_t msg_len,
+                        uint64_t delivered) noexcept {
+    ompi_status_public_t &st = r->base.req_base.req_ompi.req_status;
+    st.MPI_SOURCE = src;
+    st.MPI_TAG = tag;
+    st._ucount = delivered;
+    st.MPI_ERROR = OPAL_UNLIKELY(msg_len > r->capacity) ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+    r->base.req_bytes_packed = msg_len;
+    recv_request_complete(r);
+}
 
 // sending (pml_roce_send.cc, pml_roce_pipeline.cc)
 int send_start(SendRequest *r) noexcept;
@@ -344,9 +406,6 @@ void send_ctrl(ompi_proc_t *proc, wire::Kind kind, const void *hdr, std::size_t 
 bool ctrl_retry(Ctrl *c) noexcept;
 
 // receiving (pml_roce_recv.cc, pml_roce_recvfrag.cc, pml_roce_rdma.cc)
-void recv_request_init(RecvRequest *r, void *buf, size_t count, ompi_datatype_t *dt, int src,
-                       int tag, ompi_communicator_t *comm, uint8_t flags) noexcept;
-int recv_post(RecvRequest *r) noexcept;
 /// Delivers an arrived match-type fragment into a matched receive.
 void deliver(RecvRequest *r, uint8_t kind, const void *hdr, const Pieces &data,
              mca_btl_base_module_t *btl) noexcept;

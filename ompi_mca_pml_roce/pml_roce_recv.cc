@@ -11,8 +11,13 @@ namespace roce::pml {
 
 int send_start_persistent(SendRequest *r) noexcept; // pml_roce_send.cc
 
-void recv_request_init(RecvRequest *r, void *buf, size_t count, ompi_datatype_t *dt, int src,
-                       int tag, ompi_communicator_t *comm, uint8_t flags) noexcept {
+namespace {
+
+// Both inline into irecv/recv (the compiler folds their overlapping stores).
+[[gnu::always_inline]] inline void recv_request_init(RecvRequest *r, void *buf, size_t count,
+                                                     ompi_datatype_t *dt, int src, int tag,
+                                                     ompi_communicator_t *comm,
+                                                     uint8_t flags) noexcept {
     mca_pml_base_request_t *b = &r->base.req_base;
     bool persistent = (flags & kPersistent) != 0;
     OMPI_REQUEST_INIT(&b->req_ompi, persistent);
@@ -28,8 +33,7 @@ void recv_request_init(RecvRequest *r, void *buf, size_t count, ompi_datatype_t 
     b->req_free_called = false;
     r->base.req_bytes_packed = 0;
     if (!(flags & kBlocking)) {
-        OBJ_RETAIN(comm);
-        OMPI_DATATYPE_RETAIN(dt);
+        flags |= retain_refs(comm, dt);
     }
     r->pcomm = pml_comm(comm);
     r->handle = match::PostedHandle{};
@@ -47,7 +51,7 @@ void recv_request_init(RecvRequest *r, void *buf, size_t count, ompi_datatype_t 
     r->flags = flags;
 }
 
-int recv_post(RecvRequest *r) noexcept {
+[[gnu::always_inline]] inline int recv_post(RecvRequest *r) noexcept {
     mca_pml_base_request_t *b = &r->base.req_base;
     ompi_request_t *o = &b->req_ompi;
     o->req_status.MPI_SOURCE = MPI_ANY_SOURCE;
@@ -78,7 +82,6 @@ int recv_post(RecvRequest *r) noexcept {
     return OMPI_SUCCESS;
 }
 
-namespace {
 
 // Status of a message found by a probe (under the communicator lock: the
 // Kept item may be taken by another thread once the lock is released).

@@ -242,6 +242,65 @@ inline void incoming(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
     }
 }
 
+// The eager fast path: one segment, a valid header, a communicator that
+// exists, a posted contiguous receive that takes it on arrival. Everything
+// else (and every refusal) is left to the general path, which redoes the
+// decoding and logs; nothing here has changed any state when it returns
+// false.
+inline bool fast_match(mca_btl_base_module_t *btl, mca_btl_base_descriptor_t *des) noexcept {
+    if (OPAL_UNLIKELY(des->des_segment_count != 1)) {
+        return false;
+    }
+    const mca_btl_base_segment_t &s = des->des_segments[0];
+    wire::MatchHdr h;
+    if (OPAL_UNLIKELY(wire::decode_match(s.seg_addr.pval, s.seg_len, h) != wire::Defect::kNone)) {
+        return false;
+    }
+    PmlComm *pc = g.comms.find(h.ctx);
+    if (OPAL_UNLIKELY(pc == nullptr)) {
+        return false;
+    }
+    const auto *data = static_cast<const uint8_t *>(s.seg_addr.pval) + sizeof h;
+    const std::size_t len = s.seg_len - sizeof h;
+    auto keep = [&]() -> void * {
+        Pieces pcs;
+        if (len > 0) {
+            pcs.piece[0] = {data, len};
+            pcs.count = 1;
+        }
+        pcs.total = len;
+        return keep_copy(btl, static_cast<uint8_t>(wire::Kind::kMatch), &h, pcs);
+    };
+    match::Arrival a;
+    {
+        Guard guard(&pc->lock);
+        a = pc->matcher->arrive(match::Envelope{h.src, h.tag, h.seq}, keep);
+    }
+    if (OPAL_LIKELY(a.kind == match::ArrivalKind::kMatched)) {
+        auto *r = static_cast<RecvRequest *>(a.request);
+        if (OPAL_LIKELY(r->flags & kContig)) {
+            std::size_t n = len < r->capacity ? len : static_cast<std::size_t>(r->capacity);
+            std::memcpy(r->contig, data, n);
+            recv_finish(r, h.src, h.tag, len, n);
+        } else {
+            Pieces pcs;
+            if (len > 0) {
+                pcs.piece[0] = {data, len};
+                pcs.count = 1;
+            }
+            pcs.total = len;
+            deliver_match(r, h, pcs);
+        }
+    } else if (OPAL_UNLIKELY(a.kind == match::ArrivalKind::kRejected)) {
+        log_refusal(pc, match::Envelope{h.src, h.tag, h.seq}, a.verdict);
+        return true;
+    }
+    if (OPAL_UNLIKELY(a.more_ready)) {
+        drain_ready(pc, h.src);
+    }
+    return true;
+}
+
 } // namespace
 } // namespace roce::pml
 
@@ -251,6 +310,9 @@ extern "C" {
 
 void mca_pml_roce_cb_match(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
                            mca_btl_base_descriptor_t *des, void *) {
+    if (OPAL_LIKELY(fast_match(btl, des))) {
+        return;
+    }
     wire::MatchHdr h;
     Pieces data;
     const mca_btl_base_segment_t *s = des->des_segments;

@@ -14,7 +14,18 @@
 namespace roce::pml {
 namespace {
 
+int send_req_free(ompi_request_t **rptr) noexcept;
+int recv_req_free(ompi_request_t **rptr) noexcept;
+int send_req_cancel(ompi_request_t *, int) noexcept;
+int recv_req_cancel(ompi_request_t *req, int) noexcept;
+
+// The entry points are set once per item: they never change, and items
+// come back to the same free list.
 void send_ctor(SendRequest *r) {
+    ompi_request_t *o = &r->base.req_base.req_ompi;
+    o->req_free = send_req_free;
+    o->req_cancel = send_req_cancel;
+    o->req_start = mca_pml_roce_start;
     r->base.req_base.req_ompi.req_type = OMPI_REQUEST_PML;
     r->base.req_base.req_type = MCA_PML_REQUEST_SEND;
     r->flags = 0;
@@ -22,6 +33,10 @@ void send_ctor(SendRequest *r) {
 }
 
 void recv_ctor(RecvRequest *r) {
+    ompi_request_t *o = &r->base.req_base.req_ompi;
+    o->req_free = recv_req_free;
+    o->req_cancel = recv_req_cancel;
+    o->req_start = mca_pml_roce_start;
     r->base.req_base.req_ompi.req_type = OMPI_REQUEST_PML;
     r->base.req_base.req_type = MCA_PML_REQUEST_RECV;
     r->flags = 0;
@@ -103,22 +118,6 @@ SendRequest *send_request_alloc() noexcept {
     if (OPAL_UNLIKELY(r == nullptr)) {
         return nullptr;
     }
-    ompi_request_t *o = &r->base.req_base.req_ompi;
-    o->req_free = send_req_free;
-    o->req_cancel = send_req_cancel;
-    o->req_start = mca_pml_roce_start;
-    return r;
-}
-
-RecvRequest *recv_request_alloc() noexcept {
-    auto *r = reinterpret_cast<RecvRequest *>(opal_free_list_get(&g.recv_reqs));
-    if (OPAL_UNLIKELY(r == nullptr)) {
-        return nullptr;
-    }
-    ompi_request_t *o = &r->base.req_base.req_ompi;
-    o->req_free = recv_req_free;
-    o->req_cancel = recv_req_cancel;
-    o->req_start = mca_pml_roce_start;
     return r;
 }
 
@@ -127,33 +126,13 @@ void send_request_release(SendRequest *r) noexcept {
         return;
     }
     mca_pml_base_request_t *b = &r->base.req_base;
-    if (!(r->flags & kBlocking)) {
-        OBJ_RELEASE(b->req_comm);
-        OMPI_DATATYPE_RELEASE(b->req_datatype);
-    }
+    release_refs(r->flags, b->req_comm, b->req_datatype);
     if (r->flags & kConvReady) {
         opal_convertor_cleanup(&b->req_convertor);
     }
     r->flags = 0;
     OMPI_REQUEST_FINI(&b->req_ompi);
     opal_free_list_return(&g.send_reqs, &b->req_ompi.super);
-}
-
-void recv_request_release(RecvRequest *r) noexcept {
-    if (add_fetch32(&r->refs, -1) != 0) {
-        return;
-    }
-    mca_pml_base_request_t *b = &r->base.req_base;
-    if (!(r->flags & kBlocking)) {
-        OBJ_RELEASE(b->req_comm);
-        OMPI_DATATYPE_RELEASE(b->req_datatype);
-    }
-    if (r->flags & kConvReady) {
-        opal_convertor_cleanup(&b->req_convertor);
-    }
-    r->flags = 0;
-    OMPI_REQUEST_FINI(&b->req_ompi);
-    opal_free_list_return(&g.recv_reqs, &b->req_ompi.super);
 }
 
 void send_request_complete(SendRequest *r) noexcept {
@@ -171,23 +150,6 @@ void send_request_complete(SendRequest *r) noexcept {
         ompi_request_complete(&b->req_ompi, true);
     }
     send_request_release(r);
-}
-
-void recv_request_complete(RecvRequest *r) noexcept {
-    r->base.req_base.req_pml_complete = true;
-    ompi_request_complete(&r->base.req_base.req_ompi, true);
-    recv_request_release(r);
-}
-
-void recv_finish(RecvRequest *r, int32_t src, int32_t tag, uint64_t msg_len,
-                 uint64_t delivered) noexcept {
-    ompi_status_public_t &st = r->base.req_base.req_ompi.req_status;
-    st.MPI_SOURCE = src;
-    st.MPI_TAG = tag;
-    st._ucount = delivered;
-    st.MPI_ERROR = msg_len > r->capacity ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
-    r->base.req_bytes_packed = msg_len;
-    recv_request_complete(r);
 }
 
 Kept *kept_alloc(std::size_t bytes) noexcept {

@@ -408,8 +408,7 @@ inline SendRequest *make_send(const void *buf, size_t count, ompi_datatype_t *dt
     r->base.req_send_mode = mode;
     r->base.req_bytes_packed = 0;
     if (!(flags & kBlocking)) {
-        OBJ_RETAIN(comm);
-        OMPI_DATATYPE_RETAIN(dt);
+        flags |= retain_refs(comm, dt);
     }
     r->pcomm = pml_comm(comm);
     r->ep = ep;
