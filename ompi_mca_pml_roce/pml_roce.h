@@ -23,6 +23,8 @@ typedef struct mca_pml_roce_params_t {
     int verbose;
     size_t eager_limit;
     bool use_rdma;             /* pml_roce_use_rdma */
+    size_t rget_limit;         /* pml_roce_rget_limit */
+    int pipeline_depth;        /* pml_roce_pipeline_depth */
     int test_fail_registration; /* pml_roce_test_fail_registration (tests only) */
 } mca_pml_roce_params_t;
 

@@ -66,6 +66,17 @@ int mca_pml_roce_component_register_params(void) {
             "Use RDMA get for large contiguous messages when the BTL offers it (true); false "
             "sends every large message through the send pipeline (RNDV, ACK, fragments).",
             MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_5, &p.use_rdma);
+        p.rget_limit = 0;
+        reg("rget_limit",
+            "Contiguous rendezvous messages of at least this many bytes are fetched by the "
+            "receiver with RDMA get when the BTL offers it; smaller ones (and everything when "
+            "pml_roce_use_rdma is false) go through the send pipeline (RNDV, ACK, fragments).",
+            MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &p.rget_limit);
+        p.pipeline_depth = static_cast<int>(roce::pml::kDefaultPipelineDepth);
+        reg("pipeline_depth",
+            "Fragments in flight per message in the send pipeline (1..1024); each is at most "
+            "the BTL's max_send_size.",
+            MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_5, &p.pipeline_depth);
         p.test_fail_registration = 0;
         reg("test_fail_registration",
             "Testing only: pretend that memory registration fails, as under a low memlock "
@@ -107,7 +118,18 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
                         host(), opts.status().message().c_str());
             return nullptr;
         }
+        roce::util::Status rs = roce::pml::check_rendezvous_options(
+            p.pipeline_depth, static_cast<int64_t>(p.rget_limit > static_cast<size_t>(INT64_MAX)
+                                                       ? INT64_MAX
+                                                       : p.rget_limit));
+        if (!rs) {
+            opal_output(0, "pml roce [%s]: error: %s; pml roce cannot run with this value",
+                        host(), rs.message().c_str());
+            return nullptr;
+        }
         *priority = opts->priority;
+        roce::pml::g.rget_limit = p.rget_limit;
+        roce::pml::g.pipeline_depth = p.pipeline_depth;
         roce::pml::g.eager_limit = opts->eager_limit;
         roce::pml::g.use_rdma = p.use_rdma ? 1 : 0;
         roce::pml::g.fail_registration = p.test_fail_registration & 3;

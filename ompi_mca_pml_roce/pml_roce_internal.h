@@ -57,8 +57,6 @@ static_assert(wire::kAnyTag == MPI_ANY_TAG, "wire wildcard must equal MPI's");
 inline constexpr std::size_t kInlineMax = 256;
 /// Unexpected messages up to this many data bytes are kept in small items.
 inline constexpr std::size_t kKeptSmall = 256 - 96;
-/// Pipeline FRAG descriptors in flight per send request.
-inline constexpr int32_t kMaxFragsInFlight = 8;
 
 // ------------------------------------------------------------------ locks ----
 
@@ -294,6 +292,8 @@ struct Pml {
     std::size_t eager_limit = 0; ///< pml_roce_eager_limit
     int fail_registration = 0;   ///< pml_roce_test_fail_registration (tests only)
     int use_rdma = 1;            ///< pml_roce_use_rdma
+    std::size_t rget_limit = 0;  ///< pml_roce_rget_limit
+    int32_t pipeline_depth = 8;  ///< pml_roce_pipeline_depth: FRAGs in flight per send
 
     opal_free_list_t send_reqs;
     opal_free_list_t recv_reqs;

@@ -61,7 +61,7 @@ void frag_sent(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, mca_btl_base_
 // queue). Called only by the thread owning sched_lock.
 void schedule_once(SendRequest *r) noexcept {
     opal_convertor_t *conv = &r->base.req_base.req_convertor;
-    while (r->sched_off < r->sched_end && r->inflight < kMaxFragsInFlight) {
+    while (r->sched_off < r->sched_end && r->inflight < g.pipeline_depth) {
         mca_bml_base_btl_t *bml = mca_bml_base_btl_array_get_next(&r->ep->btl_send);
         mca_btl_base_module_t *btl = bml->btl;
         uint64_t room = btl->btl_max_send_size > sizeof(wire::FragHdr)

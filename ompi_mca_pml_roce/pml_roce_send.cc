@@ -285,7 +285,8 @@ void pend(SendRequest *r, SendProto why) noexcept {
 int start_rendezvous(SendRequest *r) noexcept {
     r->rdma_bml = nullptr;
     r->reg = nullptr;
-    bool want_rget = (r->flags & kContig) && g.use_rdma && r->total > 0;
+    bool want_rget = (r->flags & kContig) && g.use_rdma && r->total > 0 &&
+                     r->total >= g.rget_limit;
     if (want_rget && r->base.req_send_mode == MCA_PML_BASE_SEND_SYNCHRONOUS) {
         // A synchronous send that fits in one RNDV fragment goes as one.
         mca_btl_base_module_t *eb = mca_bml_base_btl_array_get_index(&r->ep->btl_eager, 0)->btl;
