@@ -1,8 +1,8 @@
 /*
  * Copyright (c) 2026 ompi-roce developers. See LICENSE.
  *
- * The component structure, in C because Open MPI's version macros are
- * designated initialisers. All behaviour is in the C++ thunks.
+ * The component structure and the module table, in C because Open MPI's
+ * version macros are designated initialisers. All behaviour is in C++.
  */
 #include "ompi_config.h"
 
@@ -18,6 +18,36 @@ static mca_pml_base_module_t *pml_roce_init(int *priority, bool enable_progress_
 {
     return mca_pml_roce_component_init_cxx(priority, enable_progress_threads, enable_mpi_threads);
 }
+
+/* The module the component's init returns: every entry is C++ behind a C
+ * prototype (pml_roce.h). The limits: context ids travel as 16 bits on the
+ * wire, tags as 32 bits. */
+mca_pml_base_module_t mca_pml_roce_module = {
+    .pml_add_procs = mca_pml_roce_add_procs,
+    .pml_del_procs = mca_pml_roce_del_procs,
+    .pml_enable = mca_pml_roce_enable,
+    .pml_progress = mca_pml_roce_progress,
+    .pml_add_comm = mca_pml_roce_add_comm,
+    .pml_del_comm = mca_pml_roce_del_comm,
+    .pml_irecv_init = mca_pml_roce_irecv_init,
+    .pml_irecv = mca_pml_roce_irecv,
+    .pml_recv = mca_pml_roce_recv,
+    .pml_isend_init = mca_pml_roce_isend_init,
+    .pml_isend = mca_pml_roce_isend,
+    .pml_send = mca_pml_roce_send,
+    .pml_iprobe = mca_pml_roce_iprobe,
+    .pml_probe = mca_pml_roce_probe,
+    .pml_start = mca_pml_roce_start,
+    .pml_improbe = mca_pml_roce_improbe,
+    .pml_mprobe = mca_pml_roce_mprobe,
+    .pml_imrecv = mca_pml_roce_imrecv,
+    .pml_mrecv = mca_pml_roce_mrecv,
+    .pml_dump = mca_pml_roce_dump,
+    .pml_ft_event = mca_pml_roce_ft_event,
+    .pml_max_contextid = 65535,
+    .pml_max_tag = 2147483647,
+    .pml_flags = 0,
+};
 
 mca_pml_roce_component_t mca_pml_roce_component = {
     .super = {

@@ -7,12 +7,19 @@
 #include <exception>
 
 #include "ompi/constants.h"
+#include "ompi/mca/bml/base/base.h"
 #include "opal/mca/base/mca_base_var.h"
+#include "opal/mca/btl/base/base.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
 
 #include "pml_roce.h"
+#include "pml_roce_internal.h"
 #include "pml_roce_params.h"
+
+namespace roce::pml {
+void pml_teardown() noexcept; // pml_roce_module.cc
+}
 
 namespace {
 
@@ -54,6 +61,28 @@ int mca_pml_roce_component_register_params(void) {
             "Verbosity of the roce PML (0..100): 0 errors only, 10 protocol decisions, "
             "50 per-message events, 90 tracing.",
             MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_3, &p.verbose);
+        p.use_rdma = true;
+        reg("use_rdma",
+            "Use RDMA get for large contiguous messages when the BTL offers it (true); false "
+            "sends every large message through the send pipeline (RNDV, ACK, fragments).",
+            MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_5, &p.use_rdma);
+        p.rget_limit = 0;
+        reg("rget_limit",
+            "Contiguous rendezvous messages of at least this many bytes are fetched by the "
+            "receiver with RDMA get when the BTL offers it; smaller ones (and everything when "
+            "pml_roce_use_rdma is false) go through the send pipeline (RNDV, ACK, fragments).",
+            MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &p.rget_limit);
+        p.pipeline_depth = static_cast<int>(roce::pml::kDefaultPipelineDepth);
+        reg("pipeline_depth",
+            "Fragments in flight per message in the send pipeline (1..1024); each is at most "
+            "the BTL's max_send_size.",
+            MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_5, &p.pipeline_depth);
+        p.test_fail_registration = 0;
+        reg("test_fail_registration",
+            "Testing only: pretend that memory registration fails, as under a low memlock "
+            "limit (0 never, 1 the sender's, 2 the receiver's, 3 both); the data must still "
+            "arrive, through the send pipeline.",
+            MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &p.test_fail_registration);
         return OMPI_SUCCESS;
     } catch (...) {
         return OMPI_ERR_OUT_OF_RESOURCE;
@@ -64,18 +93,22 @@ int mca_pml_roce_component_open_cxx(void) {
     mca_pml_roce_component.output = opal_output_open(nullptr);
     opal_output_set_verbosity(mca_pml_roce_component.output,
                               mca_pml_roce_component.params.verbose);
-    return OMPI_SUCCESS;
+    // The btls are driven through the bml (r2), as ob1 does; opening the
+    // framework is reference counted.
+    return mca_base_framework_open(&ompi_bml_base_framework, static_cast<mca_base_open_flag_t>(0));
 }
 
 int mca_pml_roce_component_close_cxx(void) {
+    int rc = mca_base_framework_close(&ompi_bml_base_framework);
     if (mca_pml_roce_component.output >= 0) {
         opal_output_close(mca_pml_roce_component.output);
         mca_pml_roce_component.output = -1;
     }
-    return OMPI_SUCCESS;
+    return rc;
 }
 
-mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool, bool) {
+mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progress_threads,
+                                                       bool mpi_threads) {
     try {
         const mca_pml_roce_params_t &p = mca_pml_roce_component.params;
         auto opts = roce::pml::validate_pml_options(static_cast<int64_t>(p.eager_limit),
@@ -85,12 +118,41 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool, bool
                         host(), opts.status().message().c_str());
             return nullptr;
         }
+        roce::util::Status rs = roce::pml::check_rendezvous_options(
+            p.pipeline_depth, static_cast<int64_t>(p.rget_limit > static_cast<size_t>(INT64_MAX)
+                                                       ? INT64_MAX
+                                                       : p.rget_limit));
+        if (!rs) {
+            opal_output(0, "pml roce [%s]: error: %s; pml roce cannot run with this value",
+                        host(), rs.message().c_str());
+            return nullptr;
+        }
         *priority = opts->priority;
-        opal_output(0,
-                    "pml roce [%s]: error: this build has no MPI point-to-point engine yet; "
-                    "run with --mca pml ob1 (the roce BTL works under it)",
-                    host());
-        return nullptr;
+        roce::pml::g.rget_limit = p.rget_limit;
+        roce::pml::g.pipeline_depth = p.pipeline_depth;
+        roce::pml::g.eager_limit = opts->eager_limit;
+        roce::pml::g.use_rdma = p.use_rdma ? 1 : 0;
+        roce::pml::g.fail_registration = p.test_fail_registration & 3;
+        if (mca_bml_base_init(progress_threads, mpi_threads) != OMPI_SUCCESS) {
+            opal_output(0, "pml roce [%s]: error: the bml (r2) could not be initialised; no BTL "
+                        "is available to pml roce", host());
+            return nullptr;
+        }
+        mca_pml_roce_module.pml_flags = 0;
+        mca_btl_base_selected_module_t *sm;
+        OPAL_LIST_FOREACH (sm, &mca_btl_base_modules_initialized, mca_btl_base_selected_module_t) {
+            uint32_t f = sm->btl_module->btl_flags;
+            if (f & MCA_BTL_FLAGS_BTL_PROGRESS_THREAD_ENABLED) {
+                roce::pml::g_btl_threads = true;
+            }
+            if (f & MCA_BTL_FLAGS_SINGLE_ADD_PROCS) {
+                mca_pml_roce_module.pml_flags |= MCA_PML_BASE_FLAG_REQUIRE_WORLD;
+            }
+        }
+        opal_output_verbose(10, mca_pml_roce_component.output,
+                            "pml roce [%s]: selected with priority %d, eager limit %zu, rdma %s",
+                            host(), *priority, opts->eager_limit, p.use_rdma ? "on" : "off");
+        return &mca_pml_roce_module;
     } catch (const std::exception &e) {
         opal_output(0, "pml roce [%s]: internal error during init: %s", host(), e.what());
     } catch (...) {
@@ -99,6 +161,13 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool, bool
     return nullptr;
 }
 
-int mca_pml_roce_component_fini_cxx(void) { return OMPI_SUCCESS; }
+int mca_pml_roce_component_fini_cxx(void) {
+    if (!roce::pml::g.enabled) {
+        return OMPI_SUCCESS; // never selected and enabled: the bml is not ours to close
+    }
+    int rc = mca_bml.bml_finalize();
+    roce::pml::pml_teardown();
+    return rc;
+}
 
 } // extern "C"

@@ -27,4 +27,14 @@ util::Result<PmlOptions> validate_pml_options(int64_t eager_limit, int64_t prior
     return o;
 }
 
+util::Status check_rendezvous_options(int64_t pipeline_depth, int64_t rget_limit) {
+    util::Status s = util::check_range("pml_roce_pipeline_depth", pipeline_depth,
+                                       kMinPipelineDepth, kMaxPipelineDepth, "1..1024 (fragments)");
+    if (!s) {
+        return s;
+    }
+    return util::check_range("pml_roce_rget_limit", rget_limit, 0, kMaxRgetLimit,
+                             "0..4611686018427387904 (bytes)");
+}
+
 } // namespace roce::pml

@@ -16,6 +16,21 @@ inline constexpr int64_t kMaxEagerLimit = 4 * 1024 * 1024;
 inline constexpr int64_t kDefaultEagerLimit = 8192;
 inline constexpr int kDefaultPriority = 5;
 
+/// Limits of pml_roce_pipeline_depth (FRAGs in flight per message): one
+/// keeps the pipeline alive; beyond 1024 a single message would hold most of
+/// a btl's send descriptors.
+inline constexpr int64_t kMinPipelineDepth = 1;
+inline constexpr int64_t kMaxPipelineDepth = 1024;
+inline constexpr int64_t kDefaultPipelineDepth = 8;
+/// Largest pml_roce_rget_limit (bytes): 2^62, the wire's length limit.
+inline constexpr int64_t kMaxRgetLimit = int64_t{1} << 62;
+
+/// Checks the rendezvous settings: pml_roce_pipeline_depth within
+/// kMinPipelineDepth..kMaxPipelineDepth and pml_roce_rget_limit within
+/// 0..kMaxRgetLimit; the error names the parameter, the value and what is
+/// allowed.
+util::Status check_rendezvous_options(int64_t pipeline_depth, int64_t rget_limit);
+
 /// Validated pml settings.
 struct PmlOptions {
     size_t eager_limit = static_cast<size_t>(kDefaultEagerLimit);

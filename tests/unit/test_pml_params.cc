@@ -28,3 +28,19 @@ TEST_CASE("pml options: each invalid value is named with what is allowed", "[pml
     REQUIRE_FALSE(e.is_ok());
     CHECK(e.status().message() == "pml_roce_verbose = 101 is invalid: allowed values are 0..100");
 }
+
+TEST_CASE("pml rendezvous options: bounds and refusals", "[pml][params]") {
+    CHECK(check_rendezvous_options(kDefaultPipelineDepth, 0).is_ok());
+    CHECK(check_rendezvous_options(kMinPipelineDepth, kMaxRgetLimit).is_ok());
+    CHECK(check_rendezvous_options(kMaxPipelineDepth, 65536).is_ok());
+    auto e = check_rendezvous_options(0, 0);
+    REQUIRE_FALSE(e.is_ok());
+    CHECK(e.message() == "pml_roce_pipeline_depth = 0 is invalid: allowed values are 1..1024 "
+                         "(fragments)");
+    e = check_rendezvous_options(1025, 0);
+    REQUIRE_FALSE(e.is_ok());
+    CHECK(e.message().find("pml_roce_pipeline_depth = 1025") == 0);
+    e = check_rendezvous_options(8, -1);
+    REQUIRE_FALSE(e.is_ok());
+    CHECK(e.message().find("pml_roce_rget_limit = -1 is invalid") == 0);
+}

@@ -1,0 +1,461 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+// The roce PML's internal state and types, shared by its C++ files. Include
+// ompi_cxx_compat.h first (done here). Nothing in this header is visible
+// outside mca_pml_roce.so.
+//
+// Objects:
+//  - Pml (one, `g`): free lists, the communicator table, EarlyArrivals, the
+//    request-id tables, the pending-work queues, limits and counters;
+//  - PmlComm (one per communicator, comm->c_pml_comm): the CommMatcher and
+//    its lock, the per-destination send sequence numbers;
+//  - SendRequest / RecvRequest: Open MPI requests (first member the pml base
+//    request), from free lists;
+//  - Kept: an arrived match-type fragment copied for later (unexpected,
+//    held for sequence order, early, or mprobed);
+//  - GetOp: the receiver's state of one RDMA-get rendezvous;
+//  - Ctrl: an ACK or FIN waiting for a btl descriptor.
+// README.md in this directory has the protocols and the locking rules.
+#pragma once
+
+#include "ompi_cxx_compat.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "ompi/communicator/communicator.h"
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/mca/bml/base/base.h"
+#include "ompi/mca/bml/bml.h"
+#include "ompi/mca/pml/base/pml_base_recvreq.h"
+#include "ompi/mca/pml/base/pml_base_sendreq.h"
+#include "ompi/mca/pml/pml.h"
+#include "ompi/proc/proc.h"
+#include "ompi/request/request.h"
+#include "opal/class/opal_free_list.h"
+#include "opal/class/opal_list.h"
+#include "opal/datatype/opal_convertor.h"
+#include "opal/mca/btl/base/base.h"
+#include "opal/mca/btl/btl.h"
+#include "opal/threads/mutex.h"
+#include "opal/util/output.h"
+
+#include "match/comm_matcher.h"
+#include "match/early_arrivals.h"
+#include "pml_roce.h"
+#include "pml_roce_handles.h"
+#include "pml_roce_wire.h"
+
+namespace roce::pml {
+
+static_assert(match::kAnySource == MPI_ANY_SOURCE, "engine wildcard must equal MPI's");
+static_assert(match::kAnyTag == MPI_ANY_TAG, "engine wildcard must equal MPI's");
+static_assert(wire::kAnyTag == MPI_ANY_TAG, "wire wildcard must equal MPI's");
+
+/// Messages up to this many bytes go out through btl_sendi from a stack
+/// buffer holding header and data (no descriptor, no convertor).
+inline constexpr std::size_t kInlineMax = 256;
+/// Unexpected messages up to this many data bytes are kept in small items.
+inline constexpr std::size_t kKeptSmall = 256 - 96;
+
+// ------------------------------------------------------------------ locks ----
+
+/// Set at init when a btl has its own progress thread (its callbacks then run
+/// concurrently even in a single-threaded MPI program).
+extern bool g_btl_threads;
+
+/// True when the pml must lock and use atomics: MPI_THREAD_MULTIPLE, or a
+/// btl progress thread.
+inline bool must_lock() noexcept { return opal_using_threads() || g_btl_threads; }
+
+class Guard {
+public:
+    explicit Guard(opal_mutex_t *m) noexcept : m_(must_lock() ? m : nullptr) {
+        if (m_ != nullptr) {
+            opal_mutex_lock(m_);
+        }
+    }
+    ~Guard() {
+        if (m_ != nullptr) {
+            opal_mutex_unlock(m_);
+        }
+    }
+    Guard(const Guard &) = delete;
+    Guard &operator=(const Guard &) = delete;
+
+private:
+    opal_mutex_t *m_;
+};
+
+inline int32_t add_fetch32(volatile int32_t *p, int32_t v) noexcept {
+    if (!must_lock()) {
+        return *p += v;
+    }
+    return __atomic_add_fetch(p, v, __ATOMIC_ACQ_REL);
+}
+inline uint64_t add_fetch64(volatile uint64_t *p, uint64_t v) noexcept {
+    if (!must_lock()) {
+        return *p += v;
+    }
+    return __atomic_add_fetch(p, v, __ATOMIC_ACQ_REL);
+}
+
+// ---------------------------------------------------------- communicators ----
+
+/// Per-communicator state (comm->c_pml_comm).
+struct PmlComm {
+    opal_mutex_t lock; ///< serialises every call on `matcher` (and keep callbacks)
+    std::unique_ptr<match::CommMatcher> matcher;
+    ompi_communicator_t *comm = nullptr;
+    uint16_t ctx = 0;
+    int32_t my_rank = 0;
+    int32_t remote_size = 0;
+    /// Next sequence number per destination (atomic when threads are used).
+    std::unique_ptr<uint32_t[]> send_seq;
+};
+
+inline PmlComm *pml_comm(ompi_communicator_t *comm) noexcept {
+    return reinterpret_cast<PmlComm *>(comm->c_pml_comm);
+}
+
+/// context id -> PmlComm, two levels of 256, lock-free readers; writers hold
+/// the early-arrivals lock.
+class CommTable {
+public:
+    PmlComm *find(uint16_t ctx) const noexcept {
+        PmlComm **chunk = __atomic_load_n(&top_[ctx >> 8], __ATOMIC_ACQUIRE);
+        return chunk == nullptr ? nullptr : __atomic_load_n(&chunk[ctx & 0xff], __ATOMIC_ACQUIRE);
+    }
+    bool publish(uint16_t ctx, PmlComm *pc) noexcept;
+    void clear() noexcept; // frees the chunks (finalize)
+
+private:
+    PmlComm **top_[256] = {};
+};
+
+// --------------------------------------------------------------- requests ----
+
+enum ReqFlags : uint8_t {
+    kContig = 0x01,    ///< the user buffer is one contiguous block (contig_ is valid)
+    kBlocking = 0x02,  ///< made by a blocking call: comm and datatype not retained
+    kConvReady = 0x04, ///< req_convertor is prepared for this request's buffer
+    kBsendBuf = 0x08,  ///< the data was copied into the MPI_Buffer_attach buffer
+    kPersistent = 0x10,
+    kRetainedComm = 0x20, ///< the request holds a reference on its communicator
+    kRetainedDt = 0x40,   ///< the request holds a reference on its datatype
+};
+
+/// Takes the references a nonblocking request needs so that MPI_Comm_free or
+/// MPI_Type_free cannot pull its communicator or datatype away; intrinsic
+/// communicators and predefined datatypes live until finalize and are not
+/// counted (saves two atomics per message on the hot path). Returns the
+/// flags recording what was retained, for release_refs().
+inline uint8_t retain_refs(ompi_communicator_t *comm, ompi_datatype_t *dt) noexcept {
+    uint8_t f = 0;
+    if (OPAL_UNLIKELY(!OMPI_COMM_IS_INTRINSIC(comm))) {
+        OBJ_RETAIN(comm);
+        f |= kRetainedComm;
+    }
+    if (OPAL_UNLIKELY(!ompi_datatype_is_predefined(dt))) {
+        OBJ_RETAIN(dt);
+        f |= kRetainedDt;
+    }
+    return f;
+}
+inline void release_refs(uint8_t flags, ompi_communicator_t *comm, ompi_datatype_t *dt) noexcept {
+    if (OPAL_UNLIKELY(flags & kRetainedComm)) {
+        OBJ_RELEASE(comm);
+    }
+    if (OPAL_UNLIKELY(flags & kRetainedDt)) {
+        OBJ_RELEASE(dt);
+    }
+}
+
+enum class SendProto : uint8_t {
+    kIdle,
+    kEagerPending,  ///< waiting for a descriptor to send the eager fragment
+    kHeaderPending, ///< waiting for a descriptor to send the RNDV/RGET header
+    kWaitAck,       ///< RNDV sent: waiting for the receiver's ACK
+    kWaitFin,       ///< RGET sent: waiting for FIN (or a fallback ACK)
+    kPipeline,      ///< sending FRAGs for [sched_off, sched_end)
+};
+
+struct SendRequest {
+    mca_pml_base_send_request_t base; ///< first: Open MPI's view of the request
+    PmlComm *pcomm;
+    mca_bml_base_endpoint_t *ep;
+    const char *contig; ///< start of the packed data when kContig (or the bsend copy)
+    mca_bml_base_btl_t *rdma_bml;
+    mca_btl_base_registration_handle_t *reg; ///< RGET registration of the send buffer
+    uint64_t id;        ///< id in the send-request table while the peer may answer
+    uint64_t dst_req;   ///< receiver's request id for FRAGs
+    uint64_t total;     ///< packed bytes of the message
+    uint64_t sched_off; ///< next byte to put in a FRAG
+    uint64_t sched_end; ///< end of the range the receiver asked for
+    volatile uint64_t frag_done; ///< FRAG bytes whose descriptors completed
+    volatile int32_t refs;       ///< user + pml references; 0 -> back to the free list
+    volatile int32_t sched_lock; ///< > 0 while a thread schedules FRAGs
+    volatile int32_t inflight;   ///< FRAG descriptors not yet completed
+    uint16_t seq;
+    uint8_t flags;
+    volatile uint8_t proto; ///< SendProto
+    bool queued;            ///< on g.pending_sends (under g.pending_lock)
+};
+typedef SendRequest mca_pml_roce_send_request_t;
+
+struct RecvRequest {
+    mca_pml_base_recv_request_t base; ///< first: Open MPI's view of the request
+    PmlComm *pcomm;
+    char *contig;      ///< start of the buffer when kContig
+    uint64_t capacity; ///< packed bytes the buffer holds
+    match::PostedHandle handle;
+    uint64_t id;       ///< id in the receive-request table while FRAGs are expected
+    uint64_t msg_len;  ///< length the sender announced
+    uint64_t frag_lo;  ///< FRAG data must lie in [frag_lo, frag_hi)
+    uint64_t frag_hi;
+    uint64_t received; ///< FRAG bytes placed (under the id lock)
+    int32_t frag_users; ///< FRAGs being unpacked now (under the id lock)
+    volatile int32_t refs;
+    uint8_t flags;
+    bool frag_done;          ///< all FRAG bytes in: the id is gone (under the id lock)
+    opal_mutex_t unpack_lock; ///< non-contiguous FRAG unpacks share the convertor
+};
+typedef RecvRequest mca_pml_roce_recv_request_t;
+
+/// An arrived match-type fragment (MATCH, RNDV or RGET) copied for later.
+struct Kept {
+    opal_free_list_item_t super;
+    opal_free_list_t *home; ///< free list it returns to; nullptr: malloc'd
+    mca_btl_base_module_t *btl; ///< btl it arrived on (RGET: owner of the handle)
+    uint8_t kind;               ///< wire::Kind
+    union {
+        wire::MatchHdr match;
+        wire::RndvHdr rndv;
+        wire::RgetHdr rget;
+    } hdr;
+    std::size_t len; ///< bytes in data: message data (MATCH/RNDV) or the handle (RGET)
+    uint8_t *data;   ///< inline storage right after this struct
+};
+typedef Kept mca_pml_roce_kept_t;
+
+/// The receiver's state of one RGET.
+struct GetOp {
+    opal_free_list_item_t super;
+    RecvRequest *req;
+    mca_bml_base_btl_t *bml;
+    mca_btl_base_registration_handle_t *local; ///< our registration (nullptr: not needed)
+    ompi_proc_t *proc;                         ///< the sender
+    uint64_t src_req;
+    uint64_t remote_addr;
+    uint64_t length; ///< bytes to get (message length clipped to the buffer)
+    uint64_t chunk;  ///< bytes per btl_get
+    uint64_t issued; ///< bytes for which a get was started
+    volatile uint64_t failed_at; ///< lowest offset whose get failed (UINT64_MAX: none)
+    volatile int32_t refs;       ///< gets in flight + 1 while issuing
+    uint16_t handle_len;
+    alignas(8) uint8_t remote_handle[wire::kMaxHandle];
+};
+typedef GetOp mca_pml_roce_getop_t;
+
+/// An ACK or FIN to send when a descriptor is available.
+struct Ctrl {
+    opal_free_list_item_t super;
+    ompi_proc_t *proc;
+    uint8_t tag;
+    uint8_t len;
+    union {
+        wire::AckHdr ack;
+        wire::FinHdr fin;
+    } hdr;
+};
+typedef Ctrl mca_pml_roce_ctrl_t;
+
+extern "C" {
+OBJ_CLASS_DECLARATION(mca_pml_roce_send_request_t);
+OBJ_CLASS_DECLARATION(mca_pml_roce_recv_request_t);
+OBJ_CLASS_DECLARATION(mca_pml_roce_kept_t);
+OBJ_CLASS_DECLARATION(mca_pml_roce_getop_t);
+OBJ_CLASS_DECLARATION(mca_pml_roce_ctrl_t);
+}
+
+// ------------------------------------------------------------- the pml ----
+
+/// Counters shown by pml_dump (relaxed, approximate under threads).
+struct Counters {
+    uint64_t eager_inline = 0, eager_copy = 0, rndv = 0, rget = 0, pipeline = 0;
+    uint64_t rget_fallbacks = 0, reg_failures = 0, pending_retries = 0;
+    uint64_t bad_headers = 0, bad_ids = 0, early = 0;
+};
+
+struct Pml {
+    bool enabled = false;
+    std::size_t eager_limit = 0; ///< pml_roce_eager_limit
+    int fail_registration = 0;   ///< pml_roce_test_fail_registration (tests only)
+    int use_rdma = 1;            ///< pml_roce_use_rdma
+    std::size_t rget_limit = 0;  ///< pml_roce_rget_limit
+    int32_t pipeline_depth = 8;  ///< pml_roce_pipeline_depth: FRAGs in flight per send
+
+    opal_free_list_t send_reqs;
+    opal_free_list_t recv_reqs;
+    opal_free_list_t kept_small;
+    opal_free_list_t kept_large;
+    std::size_t kept_large_bytes = 0; ///< data bytes a kept_large item holds
+    opal_free_list_t getops;
+    opal_free_list_t ctrls;
+
+    CommTable comms;
+    opal_mutex_t early_lock; ///< EarlyArrivals + CommTable writers; taken before a comm lock
+    match::EarlyArrivals *early = nullptr;
+
+    opal_mutex_t ids_lock; ///< both request-id tables
+    HandleTable send_ids;
+    HandleTable recv_ids;
+
+    opal_mutex_t pending_lock;
+    opal_list_t pending_sends; ///< SendRequest waiting for descriptors
+    opal_list_t pending_gets;  ///< GetOp waiting to issue more gets
+    opal_list_t pending_ctrl;  ///< Ctrl waiting for descriptors
+    volatile int32_t pending_count = 0;
+    int32_t bsend_inflight = 0; ///< buffered sends holding space in the attached buffer
+
+    opal_convertor_t empty_convertor; ///< passed to btl_sendi with payload 0
+    Counters counters;
+};
+extern Pml g;
+
+inline int output() noexcept { return mca_pml_roce_component.output; }
+const char *host_name() noexcept;
+
+// ----------------------------------------------------- shared operations ----
+
+/// Data of a fragment after its header: up to the btl's segments.
+struct Pieces {
+    struct Piece {
+        const uint8_t *p;
+        std::size_t n;
+    };
+    Piece piece[4];
+    int count = 0;
+    std::size_t total = 0;
+};
+/// The bytes after `skip` header bytes of a btl descriptor (segment 0 holds
+/// the header, any later segments only data; more than 4 segments is refused).
+bool pieces_of(const mca_btl_base_descriptor_t *des, std::size_t skip, Pieces &out) noexcept;
+/// Copies up to `n` bytes of `pc` into dst.
+void copy_pieces(uint8_t *dst, const Pieces &pc, std::size_t n) noexcept;
+
+/// Logs a refused header (rate limited) and counts it.
+void reject_header(uint8_t tag, const mca_btl_base_descriptor_t *des, wire::Defect d) noexcept;
+/// Logs a protocol message naming a request id that is not live.
+void reject_id(const char *what, uint64_t id) noexcept;
+/// Aborts the job with a one-line reason (a btl reported a fatal error, or
+/// memory ran out where no retry is possible).
+[[noreturn]] void fatal(const char *fmt, ...) noexcept __attribute__((format(printf, 1, 2)));
+
+// request lifetime (pml_roce_request.cc)
+SendRequest *send_request_alloc() noexcept;
+/// A receive request from the free list (entry points set by its
+/// constructor), or nullptr when out of memory. Inline: every receive.
+inline RecvRequest *recv_request_alloc() noexcept {
+    return reinterpret_cast<RecvRequest *>(opal_free_list_get(&g.recv_reqs));
+}
+void send_request_release(SendRequest *r) noexcept; ///< drop one ref; last one returns it
+void send_request_complete(SendRequest *r) noexcept; ///< MPI + pml complete, drop pml ref
+
+/// Drops one reference; the last one returns the request to its free list.
+/// Inline: it runs on every receive.
+inline void recv_request_release(RecvRequest *r) noexcept {
+    if (add_fetch32(&r->refs, -1) != 0) {
+        return;
+    }
+    mca_pml_base_request_t *b = &r->base.req_base;
+    release_refs(r->flags, b->req_comm, b->req_datatype);
+    if (OPAL_UNLIKELY(r->flags & kConvReady)) {
+        opal_convertor_cleanup(&b->req_convertor);
+    }
+    r->flags = 0;
+    OMPI_REQUEST_FINI(&b->req_ompi);
+    opal_free_list_return(&g.recv_reqs, &b->req_ompi.super);
+}
+
+/// MPI- and pml-complete; drops the pml's reference.
+inline void recv_request_complete(RecvRequest *r) noexcept {
+    r->base.req_base.req_pml_complete = true;
+    ompi_request_complete(&r->base.req_base.req_ompi, true);
+    recv_request_release(r);
+}
+
+/// Sets status (source, tag, count, truncation) and completes.
+inline void recv_finish(RecvRequest *r, int32_t src, int32_t tag, uint64_t msg_len,
+                        uint64_t delivered) noexcept {
+    ompi_status_public_t &st = r->base.req_base.req_ompi.req_status;
+    st.MPI_SOURCE = src;
+    st.MPI_TAG = tag;
+    st._ucount = delivered;
+    st.MPI_ERROR = OPAL_UNLIKELY(msg_len > r->capacity) ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+    r->base.req_bytes_packed = msg_len;
+    recv_request_complete(r);
+}
+
+// sending (pml_roce_send.cc, pml_roce_pipeline.cc)
+int send_start(SendRequest *r) noexcept;
+void send_schedule(SendRequest *r) noexcept;
+void send_retry(SendRequest *r) noexcept; ///< from the pending queue
+/// Sends an ACK or FIN to `proc` (queued when no descriptor is free).
+void send_ctrl(ompi_proc_t *proc, wire::Kind kind, const void *hdr, std::size_t len) noexcept;
+bool ctrl_retry(Ctrl *c) noexcept;
+
+// receiving (pml_roce_recv.cc, pml_roce_recvfrag.cc, pml_roce_rdma.cc)
+/// Delivers an arrived match-type fragment into a matched receive.
+void deliver(RecvRequest *r, uint8_t kind, const void *hdr, const Pieces &data,
+             mca_btl_base_module_t *btl) noexcept;
+/// Delivers a kept fragment into a receive and frees the copy.
+void deliver_kept(RecvRequest *r, Kept *k) noexcept;
+Kept *kept_alloc(std::size_t bytes) noexcept;
+void kept_free(Kept *k) noexcept;
+void unpack(RecvRequest *r, uint64_t offset, const Pieces &data, std::size_t n) noexcept;
+void rget_start(RecvRequest *r, const wire::RgetHdr &h, const uint8_t *handle,
+                mca_btl_base_module_t *btl) noexcept;
+void getop_resume(GetOp *op) noexcept;
+/// Receiver fallback: ask the sender for [offset, end) in FRAGs.
+void recv_ask_frags(RecvRequest *r, ompi_proc_t *proc, uint64_t src_req, uint64_t offset) noexcept;
+
+// pending work (pml_roce_module.cc)
+void pending_add(opal_list_t *list, opal_list_item_t *item) noexcept;
+/// Queues a send request for a retry from pml progress (at most once).
+void pend_send(SendRequest *r) noexcept;
+
+// btl callbacks (pml_roce_recvfrag.cc, pml_roce_pipeline.cc)
+extern "C" {
+void mca_pml_roce_cb_match(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
+                           mca_btl_base_descriptor_t *des, void *cbdata);
+void mca_pml_roce_cb_rndv(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
+                          mca_btl_base_descriptor_t *des, void *cbdata);
+void mca_pml_roce_cb_rget(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
+                          mca_btl_base_descriptor_t *des, void *cbdata);
+void mca_pml_roce_cb_ack(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
+                         mca_btl_base_descriptor_t *des, void *cbdata);
+void mca_pml_roce_cb_frag(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
+                          mca_btl_base_descriptor_t *des, void *cbdata);
+void mca_pml_roce_cb_fin(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
+                         mca_btl_base_descriptor_t *des, void *cbdata);
+}
+
+/// The eager payload a btl can carry in one fragment after `hdr` bytes.
+inline std::size_t eager_room(const mca_btl_base_module_t *btl, std::size_t hdr) noexcept {
+    std::size_t lim = btl->btl_eager_limit < g.eager_limit ? btl->btl_eager_limit : g.eager_limit;
+    return lim > hdr ? lim - hdr : 0;
+}
+
+/// Packed size and, for a contiguous layout, the address of the first byte.
+inline bool layout_of(ompi_datatype_t *dt, size_t count, const void *buf, const char **start,
+                      uint64_t *bytes) noexcept {
+    const opal_datatype_t *d = &dt->super;
+    *bytes = static_cast<uint64_t>(d->size) * count;
+    bool contig = (d->flags & OPAL_DATATYPE_FLAG_CONTIGUOUS) &&
+                  (count <= 1 || (d->flags & OPAL_DATATYPE_FLAG_NO_GAPS));
+    *start = static_cast<const char *>(buf) + d->true_lb;
+    return contig;
+}
+
+} // namespace roce::pml

@@ -1,0 +1,448 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+//
+// The module's control path: enable, add/del procs, add/del comm, progress
+// (the pending queues), dump, ft_event, and the shared helpers (logging,
+// the communicator table, pending work).
+#include "pml_roce_internal.h"
+
+#include <cstdarg>
+#include <cstdio>
+
+#include "ompi/mca/bml/base/base.h"
+#include "ompi/mca/pml/base/base.h"
+#include "ompi/runtime/mpiruntime.h"
+#include "opal/class/opal_bitmap.h"
+#include "opal/mca/btl/base/base.h"
+
+namespace roce::pml {
+
+Pml g;
+bool g_btl_threads = false;
+
+const char *host_name() noexcept {
+    return opal_process_info.nodename != nullptr ? opal_process_info.nodename : "?";
+}
+
+void fatal(const char *fmt, ...) noexcept {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    opal_output(0, "pml roce [%s]: fatal: %s; aborting", host_name(), msg);
+    ompi_mpi_abort(&ompi_mpi_comm_world.comm, MPI_ERR_INTERN);
+    std::abort(); // ompi_mpi_abort does not return; keep [[noreturn]] honest
+}
+
+namespace {
+
+// Rate limit for peer-caused error lines: the first 16, then one in 4096.
+bool should_log(volatile uint64_t *counter) noexcept {
+    uint64_t n = __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED);
+    return n <= 16 || n % 4096 == 0;
+}
+
+} // namespace
+
+void reject_header(uint8_t tag, const mca_btl_base_descriptor_t *des, wire::Defect d) noexcept {
+    if (!should_log(&g.counters.bad_headers)) {
+        return;
+    }
+    const void *p = nullptr;
+    std::size_t n = 0, payload = 0;
+    if (des->des_segment_count >= 1) {
+        p = des->des_segments[0].seg_addr.pval;
+        n = des->des_segments[0].seg_len;
+        for (std::size_t i = 1; i < des->des_segment_count && i < 4; ++i) {
+            payload += des->des_segments[i].seg_len;
+        }
+    }
+    std::string s = wire::describe_rejected(tag, p, n, payload, d);
+    opal_output(0, "pml roce [%s]: error: refused a %s (%" PRIu64 " refused so far)", host_name(),
+                s.c_str(), g.counters.bad_headers);
+}
+
+void reject_id(const char *what, uint64_t id) noexcept {
+    if (!should_log(&g.counters.bad_ids)) {
+        return;
+    }
+    opal_output(0,
+                "pml roce [%s]: error: refused a %s for request id 0x%016" PRIx64
+                " that is unknown or not waiting for it (%" PRIu64 " so far)",
+                host_name(), what, id, g.counters.bad_ids);
+}
+
+bool CommTable::publish(uint16_t ctx, PmlComm *pc) noexcept {
+    PmlComm **chunk = top_[ctx >> 8];
+    if (chunk == nullptr) {
+        chunk = static_cast<PmlComm **>(calloc(256, sizeof(PmlComm *)));
+        if (chunk == nullptr) {
+            return false;
+        }
+        __atomic_store_n(&top_[ctx >> 8], chunk, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&chunk[ctx & 0xff], pc, __ATOMIC_RELEASE);
+    return true;
+}
+
+void CommTable::clear() noexcept {
+    for (auto &chunk : top_) {
+        free(chunk);
+        chunk = nullptr;
+    }
+}
+
+void pending_add(opal_list_t *list, opal_list_item_t *item) noexcept {
+    Guard guard(&g.pending_lock);
+    opal_list_append(list, item);
+    add_fetch32(&g.pending_count, 1);
+    ++g.counters.pending_retries;
+}
+
+void pend_send(SendRequest *r) noexcept {
+    Guard guard(&g.pending_lock);
+    if (r->queued) {
+        return;
+    }
+    r->queued = true;
+    opal_list_append(&g.pending_sends, &r->base.req_base.req_ompi.super.super);
+    add_fetch32(&g.pending_count, 1);
+    ++g.counters.pending_retries;
+}
+
+namespace {
+
+opal_list_item_t *pending_pop(opal_list_t *list, bool sends) noexcept {
+    Guard guard(&g.pending_lock);
+    opal_list_item_t *item = opal_list_remove_first(list);
+    if (item != nullptr) {
+        add_fetch32(&g.pending_count, -1);
+        if (sends) {
+            reinterpret_cast<SendRequest *>(item)->queued = false;
+        }
+    }
+    return item;
+}
+
+std::size_t pending_size(opal_list_t *list) noexcept {
+    Guard guard(&g.pending_lock);
+    return opal_list_get_size(list);
+}
+
+// Retries what waited for btl resources: control messages first (they
+// unblock peers), then gets, then sends. Each queue is walked at most once
+// per call, since a retry that fails queues its item again.
+int process_pending() noexcept {
+    int done = 0;
+    for (std::size_t n = pending_size(&g.pending_ctrl); n > 0; --n) {
+        auto *c = reinterpret_cast<Ctrl *>(pending_pop(&g.pending_ctrl, false));
+        if (c == nullptr) {
+            break;
+        }
+        if (!ctrl_retry(c)) {
+            pending_add(&g.pending_ctrl, &c->super.super);
+            break;
+        }
+        ++done;
+    }
+    for (std::size_t n = pending_size(&g.pending_gets); n > 0; --n) {
+        auto *op = reinterpret_cast<GetOp *>(pending_pop(&g.pending_gets, false));
+        if (op == nullptr) {
+            break;
+        }
+        getop_resume(op);
+        ++done;
+    }
+    for (std::size_t n = pending_size(&g.pending_sends); n > 0; --n) {
+        auto *r = reinterpret_cast<SendRequest *>(pending_pop(&g.pending_sends, true));
+        if (r == nullptr) {
+            break;
+        }
+        send_retry(r);
+        ++done;
+    }
+    return done;
+}
+
+void btl_error(mca_btl_base_module_t *btl, int32_t flags, opal_proc_t *errproc, char *btlinfo) {
+    if (!(flags & MCA_BTL_ERROR_FLAGS_FATAL)) {
+        return;
+    }
+    fatal("btl %s reported a fatal error%s%s%s%s", btl->btl_component->btl_version.mca_component_name,
+          errproc != nullptr ? " with " : "",
+          errproc != nullptr ? OPAL_NAME_PRINT(errproc->proc_name) : "",
+          btlinfo != nullptr ? ": " : "", btlinfo != nullptr ? btlinfo : "");
+}
+
+bool init_list(opal_free_list_t *list, std::size_t size, opal_class_t *cls) noexcept {
+    OBJ_CONSTRUCT(list, opal_free_list_t);
+    return opal_free_list_init(list, size, opal_cache_line_size, cls, 0, opal_cache_line_size, 4,
+                               -1, 64, nullptr, 0, nullptr, nullptr, nullptr) == OPAL_SUCCESS;
+}
+
+int register_callbacks() noexcept {
+    struct {
+        wire::Kind kind;
+        mca_btl_base_module_recv_cb_fn_t fn;
+    } cbs[] = {
+        {wire::Kind::kMatch, mca_pml_roce_cb_match}, {wire::Kind::kRndv, mca_pml_roce_cb_rndv},
+        {wire::Kind::kRget, mca_pml_roce_cb_rget},   {wire::Kind::kAck, mca_pml_roce_cb_ack},
+        {wire::Kind::kFrag, mca_pml_roce_cb_frag},   {wire::Kind::kFin, mca_pml_roce_cb_fin},
+    };
+    for (auto &c : cbs) {
+        int rc = mca_bml.bml_register(wire::tag_of(c.kind), c.fn, nullptr);
+        if (rc != OMPI_SUCCESS) {
+            return rc;
+        }
+    }
+    return mca_bml.bml_register_error(btl_error);
+}
+
+// Kept items for unexpected fragments up to the largest eager fragment any
+// btl in use may deliver (and any RGET handle).
+std::size_t largest_fragment() noexcept {
+    std::size_t most = 2 * wire::kMaxHandle;
+    mca_btl_base_selected_module_t *sm;
+    OPAL_LIST_FOREACH (sm, &mca_btl_base_modules_initialized, mca_btl_base_selected_module_t) {
+        std::size_t e = sm->btl_module->btl_eager_limit;
+        if (e > most) {
+            most = e;
+        }
+    }
+    return (most + 63) & ~std::size_t{63};
+}
+
+} // namespace
+} // namespace roce::pml
+
+using namespace roce::pml;
+
+extern "C" {
+
+int mca_pml_roce_enable(bool enable) noexcept {
+    if (!enable || g.enabled) {
+        return OMPI_SUCCESS;
+    }
+    OBJ_CONSTRUCT(&g.early_lock, opal_mutex_t);
+    OBJ_CONSTRUCT(&g.ids_lock, opal_mutex_t);
+    OBJ_CONSTRUCT(&g.pending_lock, opal_mutex_t);
+    OBJ_CONSTRUCT(&g.pending_sends, opal_list_t);
+    OBJ_CONSTRUCT(&g.pending_gets, opal_list_t);
+    OBJ_CONSTRUCT(&g.pending_ctrl, opal_list_t);
+    OBJ_CONSTRUCT(&g.empty_convertor, opal_convertor_t);
+    g.kept_large_bytes = largest_fragment();
+    bool ok = init_list(&g.send_reqs, sizeof(SendRequest), OBJ_CLASS(mca_pml_roce_send_request_t)) &&
+              init_list(&g.recv_reqs, sizeof(RecvRequest), OBJ_CLASS(mca_pml_roce_recv_request_t)) &&
+              init_list(&g.kept_small, sizeof(Kept) + kKeptSmall, OBJ_CLASS(mca_pml_roce_kept_t)) &&
+              init_list(&g.kept_large, sizeof(Kept) + g.kept_large_bytes,
+                        OBJ_CLASS(mca_pml_roce_kept_t)) &&
+              init_list(&g.getops, sizeof(GetOp), OBJ_CLASS(mca_pml_roce_getop_t)) &&
+              init_list(&g.ctrls, sizeof(Ctrl), OBJ_CLASS(mca_pml_roce_ctrl_t));
+    g.early = new (std::nothrow) match::EarlyArrivals();
+    if (!ok || g.early == nullptr) {
+        opal_output(0, "pml roce [%s]: error: out of memory while enabling", host_name());
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    int rc = register_callbacks();
+    if (rc != OMPI_SUCCESS) {
+        opal_output(0, "pml roce [%s]: error: registering the pml's btl tags 0x%02x..0x%02x failed (%d)",
+                    host_name(), wire::tag_of(wire::Kind::kMatch), wire::tag_of(wire::Kind::kFin), rc);
+        return rc;
+    }
+    g.enabled = true;
+    return OMPI_SUCCESS;
+}
+
+int mca_pml_roce_add_procs(ompi_proc_t **procs, size_t nprocs) noexcept {
+    if (nprocs == 0) {
+        return OMPI_SUCCESS;
+    }
+    int rc = mca_pml_base_pml_check_selected("roce", procs, nprocs);
+    if (rc != OMPI_SUCCESS) {
+        return rc;
+    }
+    opal_bitmap_t reachable;
+    OBJ_CONSTRUCT(&reachable, opal_bitmap_t);
+    rc = opal_bitmap_init(&reachable, static_cast<int>(nprocs));
+    if (rc == OMPI_SUCCESS) {
+        rc = mca_bml.bml_add_procs(nprocs, procs, &reachable);
+    }
+    OBJ_DESTRUCT(&reachable);
+    if (rc == OMPI_ERR_UNREACH) {
+        for (size_t i = 0; i < nprocs; ++i) {
+            if (procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_BML] == nullptr) {
+                opal_output(0,
+                            "pml roce [%s]: error: no BTL reaches process %s on host %s (a process "
+                            "of this node); pml roce cannot run this job",
+                            host_name(), OPAL_NAME_PRINT(procs[i]->super.proc_name),
+                            procs[i]->super.proc_hostname ? procs[i]->super.proc_hostname : "?");
+                break;
+            }
+        }
+    }
+    return rc;
+}
+
+int mca_pml_roce_del_procs(ompi_proc_t **procs, size_t nprocs) noexcept {
+    return mca_bml.bml_del_procs(nprocs, procs);
+}
+
+int mca_pml_roce_progress(void) noexcept {
+    if (OPAL_LIKELY(g.pending_count == 0)) {
+        return 0;
+    }
+    return process_pending();
+}
+
+int mca_pml_roce_add_comm(ompi_communicator_t *comm) noexcept {
+    if (comm->c_contextid > 65535) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    std::unique_ptr<PmlComm> pc(new (std::nothrow) PmlComm());
+    if (pc == nullptr) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    int32_t size = comm->c_remote_group->grp_proc_count;
+    auto m = match::CommMatcher::create(size);
+    pc->send_seq.reset(new (std::nothrow) uint32_t[size]());
+    if (!m || pc->send_seq == nullptr) {
+        opal_output(0, "pml roce [%s]: error: cannot create communicator %u of %d ranks: %s",
+                    host_name(), comm->c_contextid, size,
+                    m ? "out of memory" : m.status().message().c_str());
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    OBJ_CONSTRUCT(&pc->lock, opal_mutex_t);
+    pc->matcher = std::move(m.value());
+    pc->comm = comm;
+    pc->ctx = static_cast<uint16_t>(comm->c_contextid);
+    pc->my_rank = comm->c_my_rank;
+    pc->remote_size = size;
+    {
+        // Messages that arrived before this communicator existed become
+        // unexpected (or held) now; publishing under the same lock means no
+        // arrival can slip between the transfer and the table.
+        Guard early(&g.early_lock);
+        {
+            Guard lock(&pc->lock);
+            roce::util::Status s = g.early->transfer(pc->ctx, *pc->matcher,
+                                               [&](void *payload, const roce::util::Status &why) {
+                                                   opal_output(0, "pml roce [%s]: error: %s; message dropped",
+                                                               host_name(), why.message().c_str());
+                                                   kept_free(static_cast<Kept *>(payload));
+                                               });
+            (void)s;
+        }
+        if (!g.comms.publish(pc->ctx, pc.get())) {
+            OBJ_DESTRUCT(&pc->lock);
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+    }
+    comm->c_pml_comm = reinterpret_cast<mca_pml_comm_t *>(pc.release());
+    return OMPI_SUCCESS;
+}
+
+int mca_pml_roce_del_comm(ompi_communicator_t *comm) noexcept {
+    PmlComm *pc = pml_comm(comm);
+    if (pc == nullptr) {
+        return OMPI_SUCCESS;
+    }
+    {
+        Guard early(&g.early_lock);
+        (void)g.comms.publish(pc->ctx, nullptr);
+    }
+    std::size_t left;
+    {
+        Guard lock(&pc->lock);
+        left = pc->matcher->drain([](void *) {},
+                                  [](const match::Message &m) { kept_free(static_cast<Kept *>(m.payload)); });
+    }
+    if (left > 0) {
+        opal_output_verbose(10, output(),
+                            "pml roce [%s]: communicator %u freed with %zu messages or receives "
+                            "never matched",
+                            host_name(), pc->ctx, left);
+    }
+    OBJ_DESTRUCT(&pc->lock);
+    delete pc;
+    comm->c_pml_comm = nullptr;
+    return OMPI_SUCCESS;
+}
+
+int mca_pml_roce_dump(ompi_communicator_t *comm, int verbose) noexcept {
+    PmlComm *pc = pml_comm(comm);
+    const Counters &c = g.counters;
+    opal_output(0,
+                "pml roce [%s]: sends eager %" PRIu64 " (+inline), rndv %" PRIu64 ", rget %" PRIu64
+                ", pipelines %" PRIu64 ", rget fallbacks %" PRIu64 ", registration failures %" PRIu64
+                "; pending %d; live ids %zu send / %zu recv; early %zu; refused headers %" PRIu64
+                ", ids %" PRIu64,
+                host_name(), c.eager_copy, c.rndv, c.rget, c.pipeline, c.rget_fallbacks,
+                c.reg_failures, g.pending_count, g.send_ids.live(), g.recv_ids.live(),
+                g.early != nullptr ? g.early->size() : 0, c.bad_headers, c.bad_ids);
+    if (pc == nullptr) {
+        return OMPI_SUCCESS;
+    }
+    match::MatcherStats s;
+    {
+        Guard lock(&pc->lock);
+        s = pc->matcher->stats();
+    }
+    opal_output(0,
+                "pml roce [%s]: communicator %s cid %u rank %d of %d: posted %zu (peak %zu), "
+                "unexpected %zu (peak %zu), held %zu (peak %zu); matched on arrival %" PRIu64
+                ", on post %" PRIu64 "; out of order %" PRIu64 "; refused %" PRIu64,
+                host_name(), comm->c_name, pc->ctx, pc->my_rank, pc->remote_size, s.posted,
+                s.peak_posted, s.unexpected, s.peak_unexpected, s.held, s.peak_held,
+                s.matched_on_arrival, s.matched_on_post, s.out_of_order, s.rejected);
+    if (verbose > 0) {
+        for (int32_t i = 0; i < pc->remote_size; ++i) {
+            ompi_proc_t *proc = ompi_group_get_proc_ptr(comm->c_remote_group, i, false);
+            if (proc == nullptr || proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_BML] == nullptr) {
+                continue;
+            }
+            auto *ep = static_cast<mca_bml_base_endpoint_t *>(proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_BML]);
+            opal_output(0, "pml roce [%s]:   rank %d: next send seq %u", host_name(), i,
+                        pc->send_seq[i] & 0xffff);
+            for (size_t n = 0; n < ep->btl_eager.arr_size; ++n) {
+                mca_bml_base_btl_t *b = &ep->btl_eager.bml_btls[n];
+                b->btl->btl_dump(b->btl, b->btl_endpoint, verbose);
+            }
+        }
+    }
+    return OMPI_SUCCESS;
+}
+
+int mca_pml_roce_ft_event(int) noexcept { return OMPI_SUCCESS; }
+
+} // extern "C"
+
+namespace roce::pml {
+
+/// Releases everything enable() made (component finalize).
+void pml_teardown() noexcept {
+    if (!g.enabled) {
+        return;
+    }
+    g.enabled = false;
+    if (g.early != nullptr) {
+        g.early->drain([](uint32_t, const match::Message &m) { kept_free(static_cast<Kept *>(m.payload)); });
+        delete g.early;
+        g.early = nullptr;
+    }
+    g.comms.clear();
+    OBJ_DESTRUCT(&g.send_reqs);
+    OBJ_DESTRUCT(&g.recv_reqs);
+    OBJ_DESTRUCT(&g.kept_small);
+    OBJ_DESTRUCT(&g.kept_large);
+    OBJ_DESTRUCT(&g.getops);
+    OBJ_DESTRUCT(&g.ctrls);
+    OBJ_DESTRUCT(&g.pending_sends);
+    OBJ_DESTRUCT(&g.pending_gets);
+    OBJ_DESTRUCT(&g.pending_ctrl);
+    OBJ_DESTRUCT(&g.empty_convertor);
+    OBJ_DESTRUCT(&g.pending_lock);
+    OBJ_DESTRUCT(&g.ids_lock);
+    OBJ_DESTRUCT(&g.early_lock);
+}
+
+} // namespace roce::pml

@@ -1,0 +1,211 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+// The pml's wire headers and their codec. Pure C++ (no MPI types), so the
+// unit tests link it alone (libpml_roce_pure.la).
+//
+// Every header starts with the same 4 bytes {kind, version, flags, reserved};
+// the btl active-message tag is kTagBase + kind, so a header arriving on one
+// tag must also name that kind. Headers are written in the sender's byte
+// order: this pml refuses heterogeneous jobs (Open MPI 4.1 as built here has
+// no heterogeneous support either), so all peers share one byte order.
+//
+// Decoding never trusts the peer: a header is accepted only if the bytes
+// present cover it, its kind and version are the expected ones, no
+// undefined flag or reserved bit is set, and its fields are within the
+// limits below. Whatever else a field claims (a context id, a source rank,
+// a request id, an offset) is checked again by the pml against its own
+// state before it is used.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace roce::pml::wire {
+
+/// The header format version this build speaks. A peer speaking another
+/// version is rejected header by header (the pml logs it once per peer).
+inline constexpr uint8_t kVersion = 1;
+
+/// Active-message tags: kTagBase + kind, inside the PML range 0x40..0x5f.
+inline constexpr uint8_t kTagBase = 0x50;
+
+enum class Kind : uint8_t {
+    kMatch = 1, ///< eager message: match header + all the data
+    kRndv = 2,  ///< rendezvous: match header + length + the first bytes; receiver ACKs
+    kRget = 3,  ///< rendezvous for RDMA get: + source address + registration handle
+    kAck = 4,   ///< receiver matched a RNDV/RGET: send [offset, offset + size)
+    kFrag = 5,  ///< a piece of a rendezvous message at an offset
+    kFin = 6,   ///< receiver finished its RDMA get: the sender may complete
+};
+inline constexpr uint8_t kFirstKind = 1;
+inline constexpr uint8_t kLastKind = 6;
+
+constexpr uint8_t tag_of(Kind k) noexcept { return static_cast<uint8_t>(kTagBase + static_cast<uint8_t>(k)); }
+/// Short upper-case name ("MATCH", ...) or "?" for an unknown kind.
+const char *kind_name(uint8_t kind) noexcept;
+
+/// The largest message length and offset a header may carry (2^62): keeps
+/// offset + size arithmetic far from overflow.
+inline constexpr uint64_t kMaxLength = uint64_t{1} << 62;
+/// The largest btl registration handle an RGET may carry
+/// (MCA_BTL_REG_HANDLE_MAX_SIZE in Open MPI 4.1).
+inline constexpr uint16_t kMaxHandle = 256;
+/// MPI_ANY_TAG: never carried by a message.
+inline constexpr int32_t kAnyTag = -1;
+
+struct Common {
+    uint8_t kind;
+    uint8_t version;
+    uint8_t flags; ///< no flag is defined in version 1: must be 0
+    uint8_t reserved;
+};
+
+/// Eager message; also the first 16 bytes of RNDV and RGET.
+struct MatchHdr {
+    Common common;
+    uint16_t ctx; ///< communicator context id
+    uint16_t seq; ///< per (communicator, sender -> receiver) sequence number
+    int32_t src;  ///< sender's rank in the communicator
+    int32_t tag;  ///< MPI tag (negative: collectives); never kAnyTag
+};
+
+struct RndvHdr {
+    MatchHdr match;
+    uint64_t msg_len; ///< packed length of the whole message (>= the bytes that follow)
+    uint64_t src_req; ///< sender's request id (for ACK and FIN), never 0
+};
+
+struct RgetHdr {
+    RndvHdr rndv;
+    uint64_t src_addr;   ///< address of the contiguous packed data at the sender
+    uint16_t handle_len; ///< bytes of registration handle that follow (0: none needed)
+    uint16_t reserved2;
+    uint32_t reserved3;
+};
+
+struct AckHdr {
+    Common common;
+    uint32_t reserved2;
+    uint64_t src_req; ///< the sender's request id from the RNDV/RGET, never 0
+    uint64_t dst_req; ///< receiver's request id for FRAGs; 0 only when size == 0
+    uint64_t offset;  ///< first byte the sender must send
+    uint64_t size;    ///< bytes to send from offset (0: nothing, the send is complete)
+};
+
+struct FragHdr {
+    Common common;
+    uint32_t reserved2;
+    uint64_t dst_req; ///< receiver's request id from the ACK, never 0
+    uint64_t offset;  ///< where the (non-empty) data that follows belongs
+};
+
+struct FinHdr {
+    Common common;
+    int32_t status;   ///< 0 (no other value is defined in version 1)
+    uint64_t src_req; ///< the sender's request id from the RGET, never 0
+    uint64_t size;    ///< bytes the receiver got
+};
+
+static_assert(sizeof(Common) == 4);
+static_assert(sizeof(MatchHdr) == 16);
+static_assert(sizeof(RndvHdr) == 32);
+static_assert(sizeof(RgetHdr) == 48);
+static_assert(sizeof(AckHdr) == 40);
+static_assert(sizeof(FragHdr) == 24);
+static_assert(sizeof(FinHdr) == 24);
+
+/// Why a header was refused (kNone: accepted).
+enum class Defect : uint8_t {
+    kNone = 0,
+    kShort,    ///< fewer bytes than the header
+    kKind,     ///< kind byte is not the one of the tag it arrived on
+    kVersion,  ///< another header version
+    kFlags,    ///< an undefined flag or a reserved field is set
+    kSource,   ///< negative source rank
+    kTag,      ///< MPI_ANY_TAG as a message tag
+    kLength,   ///< message length or payload size inconsistent or too large
+    kRequest,  ///< a request id that must be set is 0
+    kHandle,   ///< registration handle too large or not matching the payload
+    kOffset,   ///< offset/size too large or overflowing
+    kStatus,   ///< undefined FIN status
+};
+/// Short stable name of a defect ("truncated header", ...).
+const char *defect_name(Defect d) noexcept;
+
+inline Common make_common(Kind k) noexcept { return Common{static_cast<uint8_t>(k), kVersion, 0, 0}; }
+
+/// The header's first 4 bytes, checked for kind, version and zero flags.
+inline Defect check_common(const Common &c, Kind expected) noexcept {
+    if (c.kind != static_cast<uint8_t>(expected)) {
+        return Defect::kKind;
+    }
+    if (c.version != kVersion) {
+        return Defect::kVersion;
+    }
+    if ((c.flags | c.reserved) != 0) {
+        return Defect::kFlags;
+    }
+    return Defect::kNone;
+}
+
+/// Reads a header of type H from `n` readable bytes at `p` (alignment-free).
+template <typename H>
+inline bool load(const void *p, std::size_t n, H &out) noexcept {
+    if (n < sizeof(H)) {
+        return false;
+    }
+    std::memcpy(&out, p, sizeof(H));
+    return true;
+}
+
+inline Defect check_match_fields(const MatchHdr &h) noexcept {
+    if (h.src < 0) {
+        return Defect::kSource;
+    }
+    if (h.tag == kAnyTag) {
+        return Defect::kTag;
+    }
+    return Defect::kNone;
+}
+
+/// Decodes an eager MATCH header from the first segment (`n` bytes).
+inline Defect decode_match(const void *p, std::size_t n, MatchHdr &out) noexcept {
+    if (!load(p, n, out)) {
+        return Defect::kShort;
+    }
+    Defect d = check_common(out.common, Kind::kMatch);
+    return d != Defect::kNone ? d : check_match_fields(out);
+}
+
+/// Decodes a RNDV header; `payload` is the number of data bytes that follow
+/// the header in the fragment (they must not exceed msg_len).
+Defect decode_rndv(const void *p, std::size_t n, std::size_t payload, RndvHdr &out) noexcept;
+/// Decodes an RGET header; exactly handle_len bytes must follow it.
+Defect decode_rget(const void *p, std::size_t n, std::size_t payload, RgetHdr &out) noexcept;
+/// Decodes an ACK (no payload allowed).
+Defect decode_ack(const void *p, std::size_t n, std::size_t payload, AckHdr &out) noexcept;
+/// Decodes a FRAG header; `payload` (> 0) bytes of data follow it.
+Defect decode_frag(const void *p, std::size_t n, std::size_t payload, FragHdr &out) noexcept;
+/// Decodes a FIN (no payload allowed).
+Defect decode_fin(const void *p, std::size_t n, std::size_t payload, FinHdr &out) noexcept;
+
+/// Builders: complete, valid headers (the pml fills nothing else in).
+inline MatchHdr make_match(uint16_t ctx, uint16_t seq, int32_t src, int32_t tag) noexcept {
+    return MatchHdr{make_common(Kind::kMatch), ctx, seq, src, tag};
+}
+RndvHdr make_rndv(uint16_t ctx, uint16_t seq, int32_t src, int32_t tag, uint64_t msg_len,
+                  uint64_t src_req) noexcept;
+RgetHdr make_rget(uint16_t ctx, uint16_t seq, int32_t src, int32_t tag, uint64_t msg_len,
+                  uint64_t src_req, uint64_t src_addr, uint16_t handle_len) noexcept;
+AckHdr make_ack(uint64_t src_req, uint64_t dst_req, uint64_t offset, uint64_t size) noexcept;
+FragHdr make_frag(uint64_t dst_req, uint64_t offset) noexcept;
+FinHdr make_fin(uint64_t src_req, uint64_t size) noexcept;
+
+/// A one-line description of a refused header for the log, e.g.
+/// "RNDV header of 20 bytes (+0 payload): truncated header; bytes 4f 01 00 ...".
+/// Shows at most the first 48 bytes in hex; never reads beyond `n`.
+std::string describe_rejected(uint8_t tag, const void *p, std::size_t n, std::size_t payload,
+                              Defect d);
+
+} // namespace roce::pml::wire
