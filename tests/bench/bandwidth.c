@@ -2,13 +2,15 @@
  * streaming with a window of 64 outstanding MPI_Isend/MPI_Irecv, then a
  * zero-byte acknowledgement, OSU style; 1 B to 4 MiB. MB/s = 1e6 bytes/s;
  * bidirectional counts both directions. ROCE_BENCH_SIZES picks sizes and
- * ROCE_BENCH_WINDOW lowers the window (slow emulated guests; bench.h). CSV: bw_uni,SIZE,MB/s,V and
- * bw_bi,SIZE,MB/s,V (medians) plus _min-free best values as MB/s_max. */
+ * ROCE_BENCH_WINDOW lowers the window and ROCE_BENCH_BIDIR=0 skips bw_bi (slow emulated guests;
+ * bench.h). CSV: bw_uni,SIZE,MB/s,V and bw_bi,SIZE,MB/s,V (medians) plus _min-free best values as
+ * MB/s_max. */
 #include "bench.h"
 
 enum { WIN = 64 };
 
 static int g_win = WIN;
+static int g_bidir = 1; /* ROCE_BENCH_BIDIR=0: unidirectional only */
 
 static double run(int bidir, long long n, long loops, uint8_t *sb, uint8_t *rb) {
     MPI_Request rq[2 * WIN];
@@ -42,6 +44,7 @@ int main(int argc, char **argv) {
     long long maxb = mt_max_bytes(4 << 20);
     int reps = bench_reps();
     g_win = bench_window(WIN);
+    g_bidir = !(getenv("ROCE_BENCH_BIDIR") && !strcmp(getenv("ROCE_BENCH_BIDIR"), "0"));
     bench_header("bandwidth (window of 64, MB/s)");
     if (mt_rank == 0 && g_win != WIN)
         printf("# window of %d (ROCE_BENCH_WINDOW)\n", g_win);
@@ -56,7 +59,8 @@ int main(int argc, char **argv) {
         long long n = sizes[si];
         long loops = mt_iters(n <= 8192 ? 200 : n <= 262144 ? 40 : 6, 2);
         double res[2];
-        for (int bi = 0; bi < 2; bi++) {
+        res[1] = 0;
+        for (int bi = 0; bi < (g_bidir ? 2 : 1); bi++) {
             for (int r = 0; r < reps; r++)
                 v[r] = mt_rank < 2 ? run(bi, n, loops, sb, rb) : (MPI_Barrier(MPI_COMM_WORLD), 0);
             res[bi] = bench_median(v, reps);
