@@ -38,8 +38,8 @@ benchmarks (tests/bench, tests/mpi/mpi-pingpong)
           (window 64), matching (100/1,000/10,000 posted receives, ANY_SOURCE,
           unexpected), mpi-pingpong (sync/async/bidir), callgrind instructions
           per 8 B send+receive pair (pml roce and ob1, btl self)
-  guests: latency 8 B (and 1 KiB, 64 KiB), bandwidth 1 MiB (and 64 KiB; window 4,
-          unidirectional), mpi-pingpong 8 B; ibv_rc_pingpong 8 B (and 1 MiB)
+  guests: one MPI job per run (tests/bench/pair): latency 8 B (and 64 KiB), bandwidth
+          1 MiB (and 64 KiB; window 4, unidirectional); ibv_rc_pingpong 8 B (and 1 MiB)
 
 time (2 shared cores): --quick about 10 min for all places; the full run about
 30 min (boots: one guest ~1 min, two guests ~1.5-2.5 min).
@@ -62,7 +62,7 @@ def parse(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--places", default="host,one,two",
                     help="comma-separated subset of host,one,two (default all)")
-    ap.add_argument("--reps", type=int, help="repetitions on the host (default 5; --quick 1)")
+    ap.add_argument("--reps", type=int, help="repetitions on the host (default 3; --quick 1)")
     ap.add_argument("--guest-reps", type=int,
                     help="repetitions in the guests (default 3; --quick 1)")
     ap.add_argument("--quick", action="store_true",
@@ -91,7 +91,7 @@ def parse(argv):
         if p not in plan.PLACES:
             ap.error(f"unknown place {p!r} (host, one, two)")
     if a.reps is None:
-        a.reps = 1 if a.quick else 5
+        a.reps = 1 if a.quick else 3
     if a.guest_reps is None:
         a.guest_reps = 1 if a.quick else 3
     return a
