@@ -92,12 +92,13 @@ def rfmt(r):
     return "n/a" if r is None else f"{r:.2f}x"
 
 
-def why_na(tinfo, place, t):
+def why_na(tinfo, place, t, short=False):
     info = tinfo.get(place, {}).get("transports", {}).get(t)
     if not info:
         return "place not run"
     if info["status"] != "ok":
-        return info["reason"]
+        r = info["reason"]
+        return (r.split(";")[0][:160] + " (see Transports)") if short else r
     return "no figure (see runs.csv)"
 
 
@@ -164,13 +165,13 @@ def headline(summary, tinfo, places):
             rows.append(("host", f"pml roce / ob1, {plan.FIGURES[key][4]}", r,
                          (("<= " if not hib else ">= ") + str(target)) if target else "",
                          _verdict(r, target, hib), "" if r is not None else
-                         why_na(tinfo, "host", "roce") if not figure(summary, "host", "roce", key)
-                         else why_na(tinfo, "host", "ob1")))
+                         why_na(tinfo, "host", "roce", True) if not figure(summary, "host", "roce", key)
+                         else why_na(tinfo, "host", "ob1", True)))
         m = figure(summary, "host", "roce", "match10k")
         rows.append(("host", "pml roce match at 10,000 posted, absolute (us/msg)",
                      m["median"] if m else None, "<= 0.5 us",
                      ("meets" if m and m["median"] <= 0.5 else "misses") if m else "",
-                     "" if m else why_na(tinfo, "host", "roce")))
+                     "" if m else why_na(tinfo, "host", "roce", True)))
     for place in ("one", "two"):
         if place not in places:
             continue
@@ -185,7 +186,7 @@ def headline(summary, tinfo, places):
             r = ratio(summary, place, a, b, key)
             miss = ""
             if r is None:
-                miss = "; ".join(f"{t}: {why_na(tinfo, place, t)}" for t in (a, b)
+                miss = "; ".join(f"{t}: {why_na(tinfo, place, t, True)}" for t in (a, b)
                                  if not figure(summary, place, t, key))
             rows.append((place, f"{a} / {b}, {plan.FIGURES[key][4]}", r,
                          (("<= " if not hib else ">= ") + str(target)) if target else "",
@@ -235,13 +236,16 @@ def perf_md(summary, runs, tinfo, env, places, plots_made, meta):
       "guests are emulated (TCG, about 100x slower than the host); never compare a guest "
       "figure with a host figure. Raw data: `docs/perf/matrix/raw.csv`, summary: "
       "`docs/perf/matrix/summary.csv`, runs (status, seconds, reason): "
-      "`docs/perf/matrix/runs.csv`.")
+      "`docs/perf/matrix/runs.csv`. How the harness works: `contrib/bench/README.md`.")
     w("")
     w("## Headline ratios")
     w("")
     w("Latencies and instruction counts: below 1 is better for the first transport; "
       "bandwidth and message rate: above 1 is better. Round trip 8 B: an MPI round trip is "
       "twice the measured one-way latency; `ibv_rc_pingpong` reports its round trip directly.")
+    w("")
+    w("Targets are those of issues 8 (host) and 9 (guests), set for pml roce; the same "
+      "ratios for ob1 + btl roce show where our btl alone stands.")
     w("")
     w("| place | ratio | value | target | verdict | why n/a |")
     w("|---|---|---|---|---|---|")
