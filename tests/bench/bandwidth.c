@@ -1,11 +1,16 @@
 /* bandwidth: unidirectional (rank 0 -> 1) and bidirectional (both at once)
  * streaming with a window of 64 outstanding MPI_Isend/MPI_Irecv, then a
  * zero-byte acknowledgement, OSU style; 1 B to 4 MiB. MB/s = 1e6 bytes/s;
- * bidirectional counts both directions. CSV: bw_uni,SIZE,MB/s,V and
- * bw_bi,SIZE,MB/s,V (medians) plus _min-free best values as MB/s_max. */
+ * bidirectional counts both directions. ROCE_BENCH_SIZES picks sizes and
+ * ROCE_BENCH_WINDOW lowers the window and ROCE_BENCH_BIDIR=0 skips bw_bi (slow emulated guests;
+ * bench.h). CSV: bw_uni,SIZE,MB/s,V and bw_bi,SIZE,MB/s,V (medians) plus _min-free best values as
+ * MB/s_max. */
 #include "bench.h"
 
 enum { WIN = 64 };
+
+static int g_win = WIN;
+static int g_bidir = 1; /* ROCE_BENCH_BIDIR=0: unidirectional only */
 
 static double run(int bidir, long long n, long loops, uint8_t *sb, uint8_t *rb) {
     MPI_Request rq[2 * WIN];
@@ -17,11 +22,11 @@ static double run(int bidir, long long n, long loops, uint8_t *sb, uint8_t *rb) 
             t = MPI_Wtime();
         int k = 0;
         if (mt_rank == 1 || bidir)
-            for (int w = 0; w < WIN; w++)
+            for (int w = 0; w < g_win; w++)
                 MPI_Irecv(rb + (size_t)w * (size_t)n, (int)n, MPI_BYTE, peer, 2, MPI_COMM_WORLD,
                           &rq[k++]);
         if (mt_rank == 0 || bidir)
-            for (int w = 0; w < WIN; w++)
+            for (int w = 0; w < g_win; w++)
                 MPI_Isend(sb, (int)n, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq[k++]);
         MPI_Waitall(k, rq, MPI_STATUSES_IGNORE);
         if (mt_rank == 1)
@@ -30,7 +35,7 @@ static double run(int bidir, long long n, long loops, uint8_t *sb, uint8_t *rb) 
             MPI_Recv(NULL, 0, MPI_BYTE, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     }
     t = MPI_Wtime() - t;
-    return (bidir ? 2.0 : 1.0) * (double)n * WIN * (double)loops / t / 1e6;
+    return (bidir ? 2.0 : 1.0) * (double)n * g_win * (double)loops / t / 1e6;
 }
 
 int main(int argc, char **argv) {
@@ -38,16 +43,24 @@ int main(int argc, char **argv) {
     mt_require_ranks(2);
     long long maxb = mt_max_bytes(4 << 20);
     int reps = bench_reps();
+    g_win = bench_window(WIN);
+    g_bidir = !(getenv("ROCE_BENCH_BIDIR") && !strcmp(getenv("ROCE_BENCH_BIDIR"), "0"));
     bench_header("bandwidth (window of 64, MB/s)");
+    if (mt_rank == 0 && g_win != WIN)
+        printf("# window of %d (ROCE_BENCH_WINDOW)\n", g_win);
     uint8_t *sb = (uint8_t *)mt_malloc((size_t)maxb),
             *rb = (uint8_t *)mt_malloc((size_t)maxb * WIN);
     double *v = (double *)malloc(sizeof(double) * (size_t)reps);
     if (mt_rank == 0)
         printf("# %10s %12s %12s\n", "bytes", "uni MB/s", "bi MB/s");
-    for (long long n = 1; n <= maxb; n *= 2) {
+    long long sizes[64];
+    int ns = bench_sizes(1, maxb, sizes, 64);
+    for (int si = 0; si < ns; si++) {
+        long long n = sizes[si];
         long loops = mt_iters(n <= 8192 ? 200 : n <= 262144 ? 40 : 6, 2);
         double res[2];
-        for (int bi = 0; bi < 2; bi++) {
+        res[1] = 0;
+        for (int bi = 0; bi < (g_bidir ? 2 : 1); bi++) {
             for (int r = 0; r < reps; r++)
                 v[r] = mt_rank < 2 ? run(bi, n, loops, sb, rb) : (MPI_Barrier(MPI_COMM_WORLD), 0);
             res[bi] = bench_median(v, reps);

@@ -36,4 +36,34 @@ static MT_UNUSED void bench_header(const char *what) {
     printf("benchmark,size,metric,value\n");
 }
 
+/* The message sizes a size sweep uses: ROCE_BENCH_SIZES ("8,64K,1M") if set
+ * (entries above maxb are dropped), else lo, then powers of two up to maxb
+ * (lo = 0 gives 0, 1, 2, 4, ...). Writes at most cap sizes into out and
+ * returns how many. Emulated guests use the list to time only what they need. */
+static MT_UNUSED int bench_sizes(long long lo, long long maxb, long long *out, int cap) {
+    const char *s = getenv("ROCE_BENCH_SIZES");
+    int n = 0;
+    if (s && *s) {
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", s);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < cap;
+             t = strtok_r(NULL, ",", &save)) {
+            long long v = mt_parse_size(t, "ROCE_BENCH_SIZES");
+            if (v <= maxb)
+                out[n++] = v;
+        }
+        return n;
+    }
+    for (long long v = lo; v <= maxb && n < cap; v = v ? v * 2 : 1)
+        out[n++] = v;
+    return n;
+}
+
+/* Messages in flight per window: ROCE_BENCH_WINDOW (1..dflt), else dflt. */
+static MT_UNUSED int bench_window(int dflt) {
+    const char *s = getenv("ROCE_BENCH_WINDOW");
+    int w = s && atoi(s) > 0 ? atoi(s) : dflt;
+    return w < dflt ? w : dflt;
+}
+
 #endif

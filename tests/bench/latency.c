@@ -1,7 +1,8 @@
 /* latency: ping-pong between ranks 0 and 1 (MPI_Send/MPI_Recv), 0 B to 1 MiB;
  * one-way latency = round trip / 2. CSV: latency,SIZE,usec,MEDIAN and
  * latency,SIZE,usec_min,BEST. Other ranks idle. The final message of every
- * repetition is checked (this is a benchmark, the tests verify everything). */
+ * repetition is checked (this is a benchmark, the tests verify everything).
+ * ROCE_BENCH_SIZES="8,1M" times only those sizes (bench.h). */
 #include "bench.h"
 
 int main(int argc, char **argv) {
@@ -14,7 +15,10 @@ int main(int argc, char **argv) {
     double *v = (double *)malloc(sizeof(double) * (size_t)reps);
     if (mt_rank == 0)
         printf("# %10s %12s %12s\n", "bytes", "usec", "usec_min");
-    for (long long n = 0; n <= maxb; n = n ? n * 2 : 1) {
+    long long sizes[64];
+    int ns = bench_sizes(0, maxb, sizes, 64);
+    for (int si = 0; si < ns; si++) {
+        long long n = sizes[si];
         long it = mt_iters(n <= 4096 ? 20000 : n <= 65536 ? 4000 : 400, 10);
         for (int r = 0; r < reps; r++) {
             MPI_Barrier(MPI_COMM_WORLD);

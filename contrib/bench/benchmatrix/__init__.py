@@ -1,0 +1,1 @@
+"""The benchmark matrix behind contrib/bench/run-matrix (see its --help)."""

@@ -1,0 +1,373 @@
+"""From raw results to summary.csv, gnuplot plots and docs/perf.md."""
+
+import csv
+import json
+import os
+import shutil
+import statistics
+import subprocess
+from collections import defaultdict
+
+from . import plan
+
+SUBJECTS = {"host": ["roce"], "one": ["roce", "ob1-roce"], "two": ["roce", "ob1-roce"]}
+
+
+def load(dirs):
+    """dirs: place -> results directory. Returns raw rows, runs, transports, env."""
+    raw, runs, tinfo, env = [], [], {}, {}
+    for place, d in dirs.items():
+        p = os.path.join(d, "raw.csv")
+        if os.path.exists(p):
+            raw += [r for r in csv.reader(open(p)) if r and r[0] == place]
+        p = os.path.join(d, "runs.csv")
+        if os.path.exists(p):
+            runs += [r for r in csv.reader(open(p)) if r and r[0] == place]
+        p = os.path.join(d, f"transports-{place}.json")
+        if os.path.exists(p):
+            tinfo[place] = json.load(open(p))
+        p = os.path.join(d, f"env-{place}.json")
+        if os.path.exists(p):
+            env[place] = json.load(open(p))
+    return raw, runs, tinfo, env
+
+
+def summarize(raw):
+    """(place, transport, bench, size, metric) -> dict(n, median, min, max, spread)."""
+    groups = defaultdict(list)
+    for place, t, rep, b, size, metric, value in raw:
+        groups[(place, t, b, int(size), metric)].append(float(value))
+    out = {}
+    for k, v in groups.items():
+        med = statistics.median(v)
+        out[k] = {"n": len(v), "median": med, "min": min(v), "max": max(v),
+                  "spread": (max(v) - min(v)) / med * 100 if med else 0.0}
+    return out
+
+
+def write_summary(summary, path):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["place", "transport", "benchmark", "size", "metric", "n", "median", "min",
+                    "max", "spread_pct"])
+        for k in sorted(summary):
+            s = summary[k]
+            w.writerow(list(k) + [s["n"], f"{s['median']:.6g}", f"{s['min']:.6g}",
+                                  f"{s['max']:.6g}", f"{s['spread']:.1f}"])
+
+
+def figure(summary, place, t, key):
+    b, size, metric, _hib, _label = plan.FIGURES[key]
+    if key == "rtt8" and t != "raw-rc":  # MPI round trip = 2 x one-way latency
+        s = summary.get((place, t, "latency", 8, "usec"))
+        return {**s, "median": 2 * s["median"], "min": 2 * s["min"], "max": 2 * s["max"]} if s else None
+    return summary.get((place, t, b, size, metric))
+
+
+def fmt(v):
+    if v is None:
+        return "n/a"
+    a = abs(v)
+    if a >= 1e6:
+        return f"{v / 1e6:.3g} M"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 1:
+        return f"{v:.3g}"
+    return f"{v:.3g}"
+
+
+def cell(s):
+    return "n/a" if s is None else f"{fmt(s['median'])} ±{s['spread']:.0f}%"
+
+
+def ratio(summary, place, a, b, key):
+    sa, sb = figure(summary, place, a, key), figure(summary, place, b, key)
+    if not sa or not sb or not sb["median"]:
+        return None
+    return sa["median"] / sb["median"]
+
+
+def rfmt(r):
+    return "n/a" if r is None else f"{r:.2f}x"
+
+
+def why_na(tinfo, place, t, short=False):
+    info = tinfo.get(place, {}).get("transports", {}).get(t)
+    if not info:
+        return "place not run"
+    if info["status"] != "ok":
+        r = info["reason"]
+        return (r.split(";")[0][:160] + " (see Transports)") if short else r
+    return "no figure (see runs.csv)"
+
+
+# ---------------------------------------------------------------- plots
+def plots(summary, outdir, places):
+    """latency and bandwidth against size, one PNG per place and figure."""
+    made = []
+    if not shutil.which("gnuplot"):
+        return made
+    for place in places:
+        for bench, metric, name, ylab in (("latency", "usec", "latency", "one-way latency (us)"),
+                                          ("bw_uni", "MB/s", "bandwidth", "bandwidth (MB/s)")):
+            series = defaultdict(list)
+            for (p, t, b, size, m), s in summary.items():
+                if p == place and b == bench and m == metric and size > 0:
+                    series[t].append((size, s["median"], s["min"], s["max"]))
+            if not series:
+                continue
+            dat, lines = [], []
+            for i, t in enumerate(sorted(series)):
+                f = os.path.join(outdir, f"{place}-{name}-{t}.dat")
+                with open(f, "w") as fh:
+                    for row in sorted(series[t]):
+                        fh.write("%d %g %g %g\n" % row)
+                dat.append(f)
+                lines.append(f"'{f}' using 1:2:3:4 with yerrorlines title '{t}'")
+            png = os.path.join(outdir, f"{place}-{name}.png")
+            script = "\n".join([
+                "set terminal pngcairo size 800,500",
+                f"set output '{png}'",
+                f"set title '{name}, {plan.PLACE_NAMES[place]} (median, bars: min..max)'",
+                "set logscale xy", "set xlabel 'message size (bytes)'", f"set ylabel '{ylab}'",
+                "set key left top" if bench == "bw_uni" else "set key left top",
+                "set grid", "plot " + ", ".join(lines)])
+            r = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
+            for f in dat:
+                os.remove(f)
+            if r.returncode == 0:
+                made.append(os.path.basename(png))
+    return made
+
+
+# ---------------------------------------------------------------- perf.md
+HOST_KEYS = ["lat0", "lat8", "lat1k", "lat64k", "lat1m", "bw64k", "bw1m", "bwbi1m", "msg8",
+             "match100", "match1k", "match10k", "matchany10k", "matchunex10k", "ppsync8",
+             "ppasync8", "ppbidir8", "ppsync1m", "cg"]
+GUEST_KEYS = ["lat8", "lat1k", "lat64k", "rtt8", "bw64k", "bw1m", "rc1m", "ppsync8", "ppasync8",
+              "ppbidir8"]
+
+
+def _verdict(r, target, higher):
+    if r is None or target is None:
+        return ""
+    return "meets" if (r >= target if higher else r <= target) else "misses"
+
+
+def headline(summary, tinfo, places):
+    """The ratios the issue asks for, with the targets of issues 8 and 9."""
+    rows = []
+    if "host" in places:
+        for key, target, hib in (("lat8", 0.9, False), ("bw1m", None, True), ("msg8", 1.1, True),
+                                 ("match10k", None, False), ("cg", 0.8, False)):
+            r = ratio(summary, "host", "roce", "ob1", key)
+            rows.append(("host", f"pml roce / ob1, {plan.FIGURES[key][4]}", r,
+                         (("<= " if not hib else ">= ") + str(target)) if target else "",
+                         _verdict(r, target, hib), "" if r is not None else
+                         why_na(tinfo, "host", "roce", True) if not figure(summary, "host", "roce", key)
+                         else why_na(tinfo, "host", "ob1", True)))
+        m = figure(summary, "host", "roce", "match10k")
+        rows.append(("host", "pml roce match at 10,000 posted, absolute (us/msg)",
+                     m["median"] if m else None, "<= 0.5 us",
+                     ("meets" if m and m["median"] <= 0.5 else "misses") if m else "",
+                     "" if m else why_na(tinfo, "host", "roce", True)))
+    for place in ("one", "two"):
+        if place not in places:
+            continue
+        spec = [("roce", "ucx", "lat8", None, False), ("roce", "ucx", "bw1m", None, True),
+                ("ob1-roce", "ucx", "lat8", None, False), ("ob1-roce", "ucx", "bw1m", None, True),
+                ("roce", "ob1-tcp", "lat8", 0.5, False), ("roce", "raw-rc", "rtt8", 1.3, False),
+                ("roce", "ob1-tcp", "bw1m", 1.5, True),
+                ("ob1-roce", "ob1-tcp", "lat8", 0.5, False),
+                ("ob1-roce", "raw-rc", "rtt8", 1.3, False),
+                ("ob1-roce", "ob1-tcp", "bw1m", 1.5, True)]
+        for a, b, key, target, hib in spec:
+            r = ratio(summary, place, a, b, key)
+            miss = ""
+            if r is None:
+                miss = "; ".join(f"{t}: {why_na(tinfo, place, t, True)}" for t in (a, b)
+                                 if not figure(summary, place, t, key))
+            rows.append((place, f"{a} / {b}, {plan.FIGURES[key][4]}", r,
+                         (("<= " if not hib else ">= ") + str(target)) if target else "",
+                         _verdict(r, target, hib), miss))
+    return rows
+
+
+UCX_NOTES = """\
+## pml ucx on rxe (UCX 1.13.1, Open MPI 4.1.4, Linux 6.1 rxe over the bond)
+
+Found by hand in the two-guest fabric (2026-11-30, TCG); the matrix's probe
+repeats the working setting every run, and `--ucx-explore` repeats the failing
+GID one. Every variant with `--mca pml ucx`:
+
+| setting | outcome |
+|---|---|
+| Open MPI defaults (`pml_ucx_tls`, `pml_ucx_devices` = `mlx*`) with `UCX_TLS=tcp,self` or `sm,self` | `PML ucx cannot be selected`: Open MPI 4.1.4 only takes pml ucx on mlx devices unless `--mca pml_ucx_tls any --mca pml_ucx_devices any` |
+| `UCX_TLS=rc_verbs,ud_verbs,self UCX_NET_DEVICES=rxe_bond0:1 UCX_IB_GID_INDEX=1` (bond0's IPv4-mapped RoCE v2 GID, the one our btl and `ibv_rc_pingpong` use) | aborts in the first barrier: `ud_ep.c:276 Fatal: UD endpoint ... unhandled timeout error` (with and without `pml_ucx_tls any`) |
+| the same with `UCX_UD_TIMEOUT=600s UCX_RC_TIMEOUT=10s` | no abort, but no progress either: an 8-byte latency run did not finish in 120 s |
+| `UCX_TLS=ud_verbs,self`, GID 1, `UCX_UD_TIMEOUT=600s` | no progress in 150 s |
+| `UCX_TLS=rc_verbs,self` or `rc_verbs,tcp,self` | `no auxiliary transport ... Unsupported operation`, then `ucp_ep_create ... Destination is unreachable`: RC needs UD (or another verbs transport) to wire up |
+| **`UCX_TLS=rc_verbs,ud_verbs,self UCX_NET_DEVICES=rxe_bond0:1 UCX_IB_GID_INDEX=0`** (bond0's IPv6 link-local RoCE v2 GID) + `--mca pml_ucx_tls any --mca pml_ucx_devices any` | **works** (8 B latency and 1 MiB bandwidth verified): this is the `ucx` row in the guests |
+| `UCX_TLS=tcp,self UCX_NET_DEVICES=bond0` + `pml_ucx_tls any`/`pml_ucx_devices any` | works (UCX over TCP, not RDMA); the probe's fallback if the verbs setting fails |
+
+So UCX's UD transport loses its wire-up traffic when addressed through the
+IPv4-mapped GID on rxe, while the link-local GID of the same netdev works.
+Whether UCX or rxe is at fault was not pinned down (time-boxed).
+"""
+
+
+def perf_md(summary, runs, tinfo, env, places, plots_made, meta):
+    L = []
+    w = L.append
+    w("# Performance: ompi-roce against ob1 and UCX")
+    w("")
+    w("Generated by `contrib/bench/run-matrix`; do not edit by hand (rerun the command). "
+      f"Run: {meta['started']} to {meta['finished']}.")
+    w("")
+    w("```sh")
+    w(meta["command"])
+    w("```")
+    w("")
+    w("Figures are medians over the repetitions of the matrix (transports alternate within "
+      "each repetition, rotating which goes first); `±N%` is the spread, (max - min) / median. "
+      "A ratio is a median divided by a median measured in the same run at the same place. "
+      "**Compare ratios, not absolute figures**: the host is a shared 2-core machine and the "
+      "guests are emulated (TCG, about 100x slower than the host); never compare a guest "
+      "figure with a host figure. Raw data: `docs/perf/matrix/raw.csv`, summary: "
+      "`docs/perf/matrix/summary.csv`, runs (status, seconds, reason): "
+      "`docs/perf/matrix/runs.csv`. How the harness works: `contrib/bench/README.md`.")
+    w("")
+    w("## Headline ratios")
+    w("")
+    w("Latencies and instruction counts: below 1 is better for the first transport; "
+      "bandwidth and message rate: above 1 is better. Round trip 8 B: an MPI round trip is "
+      "twice the measured one-way latency; `ibv_rc_pingpong` reports its round trip directly.")
+    w("")
+    w("Targets are those of issues 8 (host) and 9 (guests), set for pml roce; the same "
+      "ratios for ob1 + btl roce show where our btl alone stands.")
+    w("")
+    w("| place | ratio | value | target | verdict | why n/a |")
+    w("|---|---|---|---|---|---|")
+    for place, what, r, target, verdict, miss in headline(summary, tinfo, places):
+        val = "n/a" if r is None else (f"{r:.3g} us" if "absolute" in what else rfmt(r))
+        w(f"| {place} | {what} | {val} | {target} | {verdict} | {miss} |")
+    w("")
+    w("## Transports")
+    w("")
+    w("| place | transport | status | why not / notes |")
+    w("|---|---|---|---|")
+    for place in places:
+        for key, info in tinfo.get(place, {}).get("transports", {}).items():
+            note = info["reason"] if info["status"] != "ok" else ""
+            if key == "ucx" and info["attempts"]:
+                note = (note + "; " if note else "") + "tried: " + "; ".join(
+                    f"{a['variant']} -> {a['status']}" + (f" ({a['reason'][:200]})" if a['reason'] else "")
+                    for a in info["attempts"])
+            w(f"| {place} | `{key}`: {info['label']} | {info['status']} | {note} |")
+        if place not in tinfo:
+            w(f"| {place} | (all) | not run | {meta['skipped'].get(place, 'not requested')} |")
+    w("")
+    fails = [r for r in runs if r[4] not in ("ok",) and r[3] != "probe"]
+    if fails:
+        w("Runs that failed after a transport passed its probe (place, transport, repetition, "
+          "benchmark: reason):")
+        w("")
+        for r in fails[:30]:
+            w(f"- {r[0]} `{r[1]}` rep {r[2]} {r[3]}: {r[4]} - {r[6][:300]}")
+        w("")
+    for place in places:
+        if place not in tinfo:
+            continue
+        ts = [k for k, v in tinfo[place]["transports"].items()]
+        keys = HOST_KEYS if place == "host" else GUEST_KEYS
+        keys = [k for k in keys if any(figure(summary, place, t, k) for t in ts)]
+        w(f"## {plan.PLACE_NAMES[place]}")
+        w("")
+        if not keys:
+            w("No figures.")
+            w("")
+            continue
+        w("| figure | " + " | ".join(f"`{t}`" for t in ts) + " |")
+        w("|---|" + "---|" * len(ts))
+        for k in keys:
+            w(f"| {plan.FIGURES[k][4]} | " + " | ".join(cell(figure(summary, place, t, k))
+                                                      for t in ts) + " |")
+        w("")
+        for subj in SUBJECTS[place]:
+            if subj not in ts or not any(figure(summary, place, subj, k) for k in keys):
+                continue
+            peers = [t for t in ts if t != subj]
+            w(f"Ratios `{subj}` / peer:")
+            w("")
+            w("| figure | " + " | ".join(f"/ `{p}`" for p in peers) + " |")
+            w("|---|" + "---|" * len(peers))
+            for k in keys:
+                w(f"| {plan.FIGURES[k][4]} | " + " | ".join(
+                    rfmt(ratio(summary, place, subj, p, k)) for p in peers) + " |")
+            w("")
+        for png in plots_made:
+            if png.startswith(place + "-"):
+                w(f"![{png}](perf/matrix/{png})")
+        w("")
+    w(UCX_NOTES)
+    w("## Environment")
+    w("")
+    for place in places:
+        e = env.get(place)
+        if not e:
+            continue
+        w(f"**{plan.PLACE_NAMES[place]}**: " + "; ".join(
+            f"{k}: {v}" for k, v in e.items() if v))
+        w("")
+    w("## Exact commands")
+    w("")
+    w("Every run's command line with its output is kept under the results directory "
+      "(`logs/PLACE/TRANSPORT.BENCH.repN.out`). One per transport and benchmark:")
+    w("")
+    for place in places:
+        info = tinfo.get(place)
+        if not info:
+            continue
+        w(f"### {plan.PLACE_NAMES[place]}")
+        w("")
+        if place == "one":
+            w("Run inside `contrib/vmtest/run one` (node1, 1 vCPU; both ranks oversubscribed on it).")
+        if place == "two":
+            w("Run inside `contrib/vmtest/run two` (node1 and node2, 1 vCPU each).")
+        w("")
+        w("```sh")
+        for key, t in info["transports"].items():
+            for bench, cmd in t["commands"].items():
+                w(f"# {key} {bench}")
+                w(cmd)
+            if not t["commands"]:
+                w(f"# {key}: n/a ({t['reason'][:200]})")
+        w("```")
+        w("")
+    return "\n".join(L) + "\n"
+
+
+def generate(dirs, docs_dir, meta):
+    places = [p for p in plan.PLACES if p in dirs]
+    raw, runs, tinfo, env = load(dirs)
+    summary = summarize(raw)
+    mdir = os.path.join(docs_dir, "perf", "matrix")
+    os.makedirs(mdir, exist_ok=True)
+    for f in os.listdir(mdir):
+        if f.endswith((".png", ".csv")):
+            os.remove(os.path.join(mdir, f))
+    write_summary(summary, os.path.join(mdir, "summary.csv"))
+    with open(os.path.join(mdir, "raw.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["place", "transport", "rep", "benchmark", "size", "metric", "value"])
+        w.writerows(raw)
+    with open(os.path.join(mdir, "runs.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["place", "transport", "rep", "benchmark", "status", "seconds", "reason"])
+        w.writerows(runs)
+    made = plots(summary, mdir, places)
+    text = perf_md(summary, runs, tinfo, env, places, made, meta)
+    with open(os.path.join(docs_dir, "perf.md"), "w") as f:
+        f.write(text)
+    return headline(summary, tinfo, places)
