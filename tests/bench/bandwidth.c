@@ -1,7 +1,8 @@
 /* bandwidth: unidirectional (rank 0 -> 1) and bidirectional (both at once)
  * streaming with a window of 64 outstanding MPI_Isend/MPI_Irecv, then a
  * zero-byte acknowledgement, OSU style; 1 B to 4 MiB. MB/s = 1e6 bytes/s;
- * bidirectional counts both directions. CSV: bw_uni,SIZE,MB/s,V and
+ * bidirectional counts both directions (ROCE_BENCH_MIN_BYTES: start there
+ * instead of 1 B, e.g. for a long large-message run). CSV: bw_uni,SIZE,MB/s,V and
  * bw_bi,SIZE,MB/s,V (medians) plus _min-free best values as MB/s_max. */
 #include "bench.h"
 
@@ -36,7 +37,7 @@ static double run(int bidir, long long n, long loops, uint8_t *sb, uint8_t *rb) 
 int main(int argc, char **argv) {
     mt_init(&argc, &argv, "bandwidth");
     mt_require_ranks(2);
-    long long maxb = mt_max_bytes(4 << 20);
+    long long maxb = mt_max_bytes(4 << 20), minb = mt_env_size("ROCE_BENCH_MIN_BYTES", 1);
     int reps = bench_reps();
     bench_header("bandwidth (window of 64, MB/s)");
     uint8_t *sb = (uint8_t *)mt_malloc((size_t)maxb),
@@ -44,7 +45,7 @@ int main(int argc, char **argv) {
     double *v = (double *)malloc(sizeof(double) * (size_t)reps);
     if (mt_rank == 0)
         printf("# %10s %12s %12s\n", "bytes", "uni MB/s", "bi MB/s");
-    for (long long n = 1; n <= maxb; n *= 2) {
+    for (long long n = minb > 0 ? minb : 1; n <= maxb; n *= 2) {
         long loops = mt_iters(n <= 8192 ? 200 : n <= 262144 ? 40 : 6, 2);
         double res[2];
         for (int bi = 0; bi < 2; bi++) {

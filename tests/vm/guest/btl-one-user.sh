@@ -24,14 +24,14 @@ one_doctor() {
 # 0 B .. 64 MiB at every power of two and around it, blocking and nonblocking,
 # vector/indexed/struct/hvector layouts up to 64 MiB.
 one_p2p() {
-    suite one-p2p --np 2 --mca btl "$BTL" --timeout 1500 \
+    suite one-p2p --np 2 --oversubscribe --mca btl "$BTL" --timeout 1500 \
         --env ROCE_TEST_MAX_BYTES=64M --env "ROCE_TEST_SCALE=$SCALE" p2p
 }
 
 # The rest of the suite at 2 ranks; osc forced to osc/rdma (put, get, accumulate,
 # fetch_and_op, compare_and_swap under lock_all over the btl's RDMA and atomics).
 one_suite() {
-    suite one-suite --np 2 --mca btl "$BTL" --osc rdma --quick --timeout 600 \
+    suite one-suite --np 2 --oversubscribe --mca btl "$BTL" --osc rdma --quick --timeout 600 \
         --env "ROCE_TEST_SCALE=$SCALE" --env ROCE_TEST_SECONDS=20 \
         many_to_one all_to_all collectives osc ordering wildcards probe zerobyte large stress
 }
