@@ -26,6 +26,21 @@ mpi() {
     timeout -k 10 "${MPI_LIMIT:-600}" mpirun -x OMPI_MCA_mca_base_component_path \
         -x ROCE_TEST_SECONDS -x ROCE_TEST_SCALE -x ROCE_TEST_MAX_BYTES -x ROCE_BENCH_REPS -x ROCE_BENCH_MIN_BYTES \
         --mca pml ob1 --mca btl "$BTL" --mca btl_roce_verbose 10 "$@" >"$log.out" 2>"$log.err"
+    local rc=$?
+    reap
+    return $rc
+}
+
+# reap: ranks of ours that outlived their mpirun (a timed-out run) would spin
+# on the one vCPU and starve the next run: list them and kill them by PID.
+reap() {
+    local n pids
+    for n in $VMTEST_NODES; do
+        pids=$(on "$n" "ps -eo pid=,args= | awk '\$2 ~ \"^$ROCE_BUILDDIR/tests/\" { print \$1 }'")
+        [ -n "$pids" ] || continue
+        echo "$n: killing leftover ranks $(echo $pids)"
+        on "$n" "kill -9 $(echo $pids)" 2>/dev/null
+    done
 }
 
 # Lines on stderr that are not the btl's verbose output (verbose lines start
@@ -73,14 +88,14 @@ lag_spread() {
 }
 
 # 8 ranks (4 per guest), STRESS_SECONDS of all-to-all and ping-pong with every
-# byte verified; member N's cable is pulled CUT_AFTER s into the run (N = 0 on
+# byte verified (4 ranks on one vCPU: they yield when idle); member N's cable is pulled CUT_AFTER s into the run (N = 0 on
 # 802.3ad, the active member on active-backup) and replugged HOLD s later.
 lag_stress_cut() {
     local pid rc m cut rst ns=0 rep n pre
     [ "$MODE" = ab ] && m=$(active_member node1) && ns=${m#eth}
     tx_snapshot "$CHECK_TMP/s0"
     MPI_LIMIT=$((STRESS_SECONDS * 4 + 240)) mpi "$LOGS/stress-cut" -np 8 --host node1:4,node2:4 \
-        --bind-to none "$MPI_BIN/stress" &
+        --bind-to none --mca mpi_yield_when_idle 1 "$MPI_BIN/stress" &
     pid=$!
     wait_for 300 "the first progress line of stress" grep -q '^stress: progress' "$LOGS/stress-cut.out"
     sleep "$CUT_AFTER"
