@@ -12,7 +12,8 @@ PP_SCALE=${BTL_PINGPONG_SCALE:-0.02} # the runs are about connection setup, not 
 two_env() {
     [ "$(id -u)" != 0 ] || die "running as root, not as $VMTEST_USER"
     btl_env
-    on node2 "ompi_info --parsable --param btl roce 2>/dev/null | grep -q '^mca:btl:roce:'" ||
+    # ssh does not carry the environment: give node2 the same component path.
+    on node2 "OMPI_MCA_mca_base_component_path=$OMPI_MCA_mca_base_component_path ompi_info --parsable --param btl roce 2>/dev/null | grep -q '^mca:btl:roce:'" ||
         die "node2 does not see btl roce"
 }
 
