@@ -7,7 +7,7 @@
 BTL=self,vader,roce
 SCALE=${BTL_TEST_SCALE:-0.05}
 RUNS=${BTL_PINGPONG_RUNS:-20}
-PP_SCALE=${BTL_PINGPONG_SCALE:-0.02} # the runs are about connection setup, not timing
+PP_ITERS=${BTL_PINGPONG_ITERS:-2} # timed iterations per size: the runs are about connection setup, not timing
 
 two_env() {
     [ "$(id -u)" != 0 ] || die "running as root, not as $VMTEST_USER"
@@ -51,9 +51,9 @@ two_pingpong() {
     local i rc bad=0 fm=0 log
     for ((i = 1; i <= RUNS; i++)); do
         log=$LOGS/pingpong.$i
-        ROCE_TEST_SCALE=$PP_SCALE timeout -k 5 300 mpirun -np 2 --hostfile "$VMTEST_HOSTFILE" \
+        ROCE_TEST_SCALE=$SCALE timeout -k 5 300 mpirun -np 2 --hostfile "$VMTEST_HOSTFILE" \
             -x ROCE_TEST_SCALE -x OMPI_MCA_mca_base_component_path \
-            --mca pml ob1 --mca btl "$BTL" "$MPI_BIN/mpi-pingpong" >"$log.out" 2>"$log.err"
+            --mca pml ob1 --mca btl "$BTL" "$MPI_BIN/mpi-pingpong" --iters "$PP_ITERS" >"$log.out" 2>"$log.err"
         rc=$?
         n=$(cat "$log.out" "$log.err" | grep -c 'Failed to modify')
         fm=$((fm + n))
