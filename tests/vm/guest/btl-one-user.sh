@@ -38,7 +38,7 @@ one_suite() {
 
 # 8 ranks through the one rxe device: many-to-one, all-to-all, collectives.
 one_8ranks() {
-    suite one-8 --np 8 --oversubscribe --mpirun-arg=--bind-to=none --mca btl "$BTL" --quick \
+    suite one-8 --np 8 --oversubscribe --mpirun-arg=--bind-to --mpirun-arg=none --mca btl "$BTL" --quick \
         --timeout 900 --env "ROCE_TEST_SCALE=$SCALE" many_to_one all_to_all collectives
 }
 

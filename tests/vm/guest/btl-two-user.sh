@@ -41,7 +41,7 @@ two_suite() {
 
 # 8 ranks, 4 per guest (one vCPU each: no binding).
 two_8ranks() {
-    suite two-8 --np 8 --host node1:4,node2:4 --mpirun-arg=--bind-to=none --mca btl "$BTL" \
+    suite two-8 --np 8 --host node1:4,node2:4 --mpirun-arg=--bind-to --mpirun-arg=none --mca btl "$BTL" \
         --quick --timeout 900 --env "ROCE_TEST_SCALE=$SCALE" many_to_one all_to_all collectives
 }
 
