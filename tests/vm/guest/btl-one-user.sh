@@ -45,6 +45,6 @@ one_8ranks() {
 check btl-one-env 60 one_env
 check btl-one-doctor 120 one_doctor
 check btl-one-p2p-64m 1600 one_p2p
-check btl-one-suite 900 one_suite
+check btl-one-suite 1800 one_suite
 check btl-one-8ranks 1000 one_8ranks
 finish
