@@ -8,7 +8,7 @@
 
 MODE=${1:?lacp or ab}
 BTL=self,vader,roce
-STRESS_SECONDS=${BTL_STRESS_SECONDS:-100} # >= 60 s of data-verified traffic
+STRESS_SECONDS=${BTL_STRESS_SECONDS:-150} # >= 60 s of data-verified traffic, long after the restore
 CUT_AFTER=${BTL_CUT_AFTER:-30}            # s after the first progress line
 HOLD=${BTL_HOLD:-25}                      # s the cable stays pulled
 MIN_SHARE=30                              # % of the bytes each member must carry
@@ -126,15 +126,19 @@ lag_stress_cut() {
     pid=$!
     wait_for 300 "the first progress line of stress" grep -q '^stress: progress' "$LOGS/stress-cut.out"
     sleep "$CUT_AFTER"
-    tx_snapshot "$CHECK_TMP/c0"
+    # Faults first, snapshots after: a snapshot (ssh to node2) can take 20 s
+    # on a loaded host, and the restore must come HOLD s after the cut.
     cut=$(now_tod)
     vmtest-fault cut "$ns" || die "vmtest-fault cut $ns failed"
     note "cut eth$ns at utc $(date -u +%T)"
-    sleep "$HOLD"
+    tx_snapshot "$CHECK_TMP/c0"
+    sleep "$(awk -v c="$cut" -v n="$(now_tod)" -v h="$HOLD" 'BEGIN { d = c + h - n; print d > 0 ? d : 0 }')"
     tx_snapshot "$CHECK_TMP/r0"
     rst=$(now_tod)
     vmtest-fault restore "$ns" || die "vmtest-fault restore $ns failed"
     note "restored eth$ns at utc $(date -u +%T)"
+    local alive=0
+    kill -0 "$pid" 2>/dev/null && alive=1
     wait "$pid"
     rc=$?
     tx_snapshot "$CHECK_TMP/e0"
@@ -160,6 +164,7 @@ lag_stress_cut() {
         other_stderr "$LOGS/stress-cut.err" | head -20
         die "warnings or errors on stderr"
     }
+    [ "$alive" = 1 ] || die "the job ended before the restore: nothing shows failback (raise BTL_STRESS_SECONDS)"
     echo "$rep" | grep -q '^RECOVERED 1 1' || die "traffic did not recover to half its rate after the cut, or stopped after the restore"
     if [ "$MODE" = lacp ]; then
         # failback: the returned member carries traffic again on both guests
