@@ -132,7 +132,7 @@ lag_stress_cut() {
     vmtest-fault cut "$ns" || die "vmtest-fault cut $ns failed"
     note "cut eth$ns at utc $(date -u +%T)"
     tx_snapshot "$CHECK_TMP/c0"
-    sleep "$(awk -v c="$cut" -v n="$(now_tod)" -v h="$HOLD" 'BEGIN { d = c + h - n; print d > 0 ? d : 0 }')"
+    sleep "$(awk -v c="$cut" -v n="$(now_tod)" -v h="$HOLD" 'BEGIN { d = c + h - n; print (d > 0 ? d : 0) }')"
     tx_snapshot "$CHECK_TMP/r0"
     rst=$(now_tod)
     vmtest-fault restore "$ns" || die "vmtest-fault restore $ns failed"
