@@ -40,6 +40,7 @@ typedef struct mca_btl_roce_params_t {
     /* LAG */
     int lag_policy;
     int num_paths;
+    bool netmon;
 } mca_btl_roce_params_t;
 
 typedef struct mca_btl_roce_component_t {

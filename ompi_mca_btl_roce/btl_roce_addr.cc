@@ -137,6 +137,19 @@ std::vector<PortPlan> plan_ports(std::shared_ptr<const topo::Snapshot> snapshot,
     return plans;
 }
 
+bool on_link(const PortPlan &plan, const PathChoice &choice, const wire::Gid &peer) {
+    IpAddress la = IpAddress::from_gid(choice.sgid);
+    int len = la.bits();
+    if (const topo::DeviceInfo *dev = plan.snapshot->find_device(plan.device)) {
+        if (const topo::PortInfo *port = dev->find_port(plan.port)) {
+            if (const topo::GidEntry *g = find_gid(*port, choice.sgid_index)) {
+                len = prefix_of(*plan.snapshot, *g);
+            }
+        }
+    }
+    return same_subnet(la, len, IpAddress::from_gid(peer), len);
+}
+
 util::Result<PathChoice> choose_path(const PortPlan &plan, const wire::PortAdvert &peer) {
     const topo::DeviceInfo *dev = plan.snapshot->find_device(plan.device);
     const topo::PortInfo *port = nullptr;

@@ -76,6 +76,10 @@ std::vector<PortPlan> plan_ports(std::shared_ptr<const topo::Snapshot> snapshot,
 /// local GID reaches the peer.
 util::Result<PathChoice> choose_path(const PortPlan &plan, const wire::PortAdvert &peer);
 
+/// Whether `peer` is on the link of `choice`'s local GID (by the prefix of
+/// that address in `plan`'s snapshot).
+bool on_link(const PortPlan &plan, const PathChoice &choice, const wire::Gid &peer);
+
 /// A fresh snapshot of this machine for the QP preflight (live rdma-core and
 /// netdev state, read at each call).
 qp::SnapshotSource live_snapshot_source();

@@ -88,6 +88,89 @@ Status Module::ensure_ah(Endpoint &ep) {
     return Status::ok();
 }
 
+// The peer's REQ or REP comes from an address other than the one we know
+// (its bond's address was replaced): if the packet really comes from there,
+// address the peer there from now on - our replies, and the paths connected
+// from now on. A message claiming a source it was not sent from changes
+// nothing.
+void Module::learn_peer_gid(Endpoint &ep, const wire::CmMessage &m) {
+    if (m.src_gid == ep.path_.dgid || !cm_src_known_) {
+        return;
+    }
+    if (cm_src_ != m.src_gid) {
+        log_.write(LogLevel::kDebug,
+                   util::format("%s says it is at %s but sent from %s: ignored",
+                                ep.label().c_str(), gid_text(m.src_gid).c_str(),
+                                gid_text(cm_src_).c_str()));
+        return;
+    }
+    log_.write(LogLevel::kInfo, util::format("%s moved from %s to %s: addressing it there",
+                                             ep.label().c_str(), gid_text(ep.path_.dgid).c_str(),
+                                             gid_text(m.src_gid).c_str()));
+    PathChoice c = ep.path_;
+    c.dgid = m.src_gid;
+    set_path_choice(ep, c);
+    ep.dgid_learned_ = true;
+}
+
+// Before a path is connected again: is our GID still in the table? When
+// the bond's address was replaced it is not (preflight would refuse every
+// transition): choose again, by the same policy, from a fresh snapshot. The
+// peer learns our new address from the REQ (learn_peer_gid on its side).
+void Module::revalidate_path(Endpoint &ep, const std::shared_ptr<const topo::Snapshot> &given) {
+    std::shared_ptr<const topo::Snapshot> snap = given;
+    if (!snap) {
+        auto read = live_snapshot_source()();
+        if (!read) {
+            return;
+        }
+        snap = std::make_shared<const topo::Snapshot>(std::move(read.value()));
+    }
+    const topo::DeviceInfo *dev = snap->find_device(plan_.device);
+    const topo::PortInfo *port = dev ? dev->find_port(plan_.port) : nullptr;
+    if (port != nullptr) {
+        for (const auto &g : port->gids) {
+            if (std::equal(g.gid.begin(), g.gid.end(), ep.path_.sgid.begin())) {
+                return; // still there (preflight follows it if it moved slots)
+            }
+        }
+    }
+    PortPlan fresh = plan_;
+    fresh.snapshot = snap;
+    auto choice = choose_path(fresh, ep.peer_port_);
+    if (!choice) {
+        log_.write(LogLevel::kWarn,
+                   util::format("%s: our address %s is gone and no other reaches the peer: %s",
+                                ep.label().c_str(), gid_text(ep.path_.sgid).c_str(),
+                                choice.status().message().c_str()));
+        return;
+    }
+    // New endpoints choose from the fresh view as well.
+    plan_.snapshot = fresh.snapshot;
+    PathChoice c = choice.value();
+    // A peer address learned from the peer itself is newer than its modex
+    // record: keep it while it is on the new GID's link.
+    if (ep.dgid_learned_ && on_link(plan_, c, ep.path_.dgid)) {
+        c.dgid = ep.path_.dgid;
+    } else {
+        ep.dgid_learned_ = false;
+    }
+    log_.write(LogLevel::kInfo, util::format("%s: our address %s is gone; now gid[%d] %s -> %s",
+                                             ep.label().c_str(), gid_text(ep.path_.sgid).c_str(),
+                                             c.sgid_index, gid_text(c.sgid).c_str(),
+                                             gid_text(c.dgid).c_str()));
+    set_path_choice(ep, c);
+}
+
+void Module::set_path_choice(Endpoint &ep, const PathChoice &c) {
+    ep.path_ = c;
+    ep.ah_.reset();
+    BondView bond = bond_view(*plan_.snapshot, c.selection.netdev);
+    ep.spread_model_ = spread_model(bond.members, bond.hash_policy,
+                                    util::IpAddress::from_gid(c.sgid),
+                                    util::IpAddress::from_gid(c.dgid));
+}
+
 wire::CmMessage Module::cm_template(const Endpoint &ep, wire::CmType type) const {
     wire::CmMessage m;
     m.type = type;
@@ -170,6 +253,11 @@ void Module::start_connect(Endpoint &ep) {
         connect_self(ep);
         return;
     }
+    if (ensure_ah(ep).code() == Code::kUnavailable) {
+        // Preflight refused the address handle: our GID may have gone since
+        // the policy chose it (the bond was readdressed). Choose again.
+        revalidate_path(ep);
+    }
     ep.paths_.resize(paths_for(ep));
     for (size_t i = 0; i < ep.paths_.size(); ++i) {
         Status s = create_path_qp(ep, i);
@@ -206,7 +294,8 @@ void Module::connect_self(Endpoint &ep) {
     path_up(ep, 0);
 }
 
-void Module::handle_cm(const uint8_t *data, size_t len) {
+void Module::handle_cm(const uint8_t *grh, const uint8_t *data, size_t len) {
+    cm_src_known_ = wire::grh_source_gid(grh, &cm_src_);
     auto msg = wire::parse_cm(data, len);
     if (!msg) {
         log_.write(LogLevel::kWarn, "dropped a malformed connection message: " +
@@ -231,6 +320,10 @@ void Module::on_request(const wire::CmMessage &m) {
     Endpoint *ep = endpoint_for_name(m.src_name, true, m.src_port);
     if (ep == nullptr || ep->is_self() || ep->state_ == EpState::kFailed) {
         return;
+    }
+    learn_peer_gid(*ep, m);
+    if (ensure_ah(*ep).code() == Code::kUnavailable) {
+        revalidate_path(*ep); // our GID went away since the policy chose it
     }
     size_t first = m.first_path, count = m.paths.size();
     if (ep->paths_.size() < first + count) {
@@ -300,6 +393,7 @@ void Module::on_reply(const wire::CmMessage &m) {
     if (ep == nullptr || ep->paths_.size() < first + count) {
         return;
     }
+    learn_peer_gid(*ep, m);
     for (size_t i = first; i < first + count; ++i) {
         Path &p = ep->paths_[i];
         if (p.state != PathState::kConnecting || p.conn_id != m.conn_id) {
@@ -453,6 +547,7 @@ void Module::run_timers(double now) {
                 busy = true;
                 if (now >= p.reconnect_at) {
                     p.reconnect_at = 0;
+                    revalidate_path(ep);
                     Status s = create_path_qp(ep, i);
                     if (s) {
                         request_paths(ep, i, 1);

@@ -20,6 +20,8 @@
 #include "btl_roce_mca.h"
 #include "btl_roce_module.h"
 #include "locality.h"
+#include "netmon/monitor.h"
+#include "netmon/rdma_binding.h"
 #include "topo/port_probe.h"
 #include "topo/readers.h"
 #include "util/privilege.h"
@@ -33,6 +35,9 @@ namespace {
 struct ComponentState {
     explicit ComponentState(int output) : log(output) {}
     OpalSink log;
+    /// Declared before the modules: destroyed (its thread joined) after
+    /// them, and their event queues detach either way.
+    std::unique_ptr<netmon::Monitor> monitor;
     std::vector<std::unique_ptr<Module>> modules;
 };
 
@@ -94,6 +99,42 @@ std::vector<PortPlan> near_plans(std::vector<PortPlan> plans, util::LogSink &log
     return out;
 }
 
+// The bond/netlink monitor for the ports in use (btl_roce_netmon). Its
+// failure to start is a warning: the modules still find out about address
+// changes from failed operations.
+void start_monitor(util::LogSink &log) {
+    if (!mca_btl_roce_component.params.netmon) {
+        return;
+    }
+    netmon::MonitorOptions o;
+    o.log = &log;
+    o.verbs = &verbs::real_verbs();
+    for (auto &m : g_state->modules) {
+        o.verbs_devices.push_back(m->plan().device);
+    }
+    o.rdma_source = []() -> util::Result<std::vector<netmon::RdmaBinding>> {
+        auto s = topo::read_live(verbs::real_verbs(), topo::live_netdev_reader());
+        if (!s) {
+            return s.status();
+        }
+        return netmon::bindings_from_snapshot(*s);
+    };
+    o.fallback_poll = []() { return topo::read_sysfs("/", topo::live_netdev_reader()); };
+    auto mon = std::make_unique<netmon::Monitor>(std::move(o));
+    util::Status s = mon->start();
+    if (!s) {
+        log.write(util::LogLevel::kWarn, "the bond/address monitor did not start (" +
+                                             s.message() +
+                                             "); address changes are found from failed "
+                                             "operations instead");
+        return;
+    }
+    for (auto &m : g_state->modules) {
+        m->follow(*mon);
+    }
+    g_state->monitor = std::move(mon);
+}
+
 // Decides whether this process gets roce modules. Must stay cheap and quiet
 // when there is no RoCE hardware: Debian's default configuration makes every
 // ob1 job initialise every installed btl.
@@ -151,6 +192,7 @@ mca_btl_base_module_t **init(int *num_btls) {
         return nullptr;
     }
     publish_modex(log);
+    start_monitor(log);
 
     auto **out = static_cast<mca_btl_base_module_t **>(
         malloc(sizeof(mca_btl_base_module_t *) * g_state->modules.size()));
@@ -235,6 +277,9 @@ int mca_btl_roce_component_module_finalized(mca_btl_base_module_t *module) {
             v.erase(std::remove_if(v.begin(), v.end(),
                                    [&](const auto &m) { return m->base() == module; }),
                     v.end());
+            if (v.empty()) {
+                g_state->monitor.reset(); // joins its thread: none is left at MPI_Finalize
+            }
         }
         return OPAL_SUCCESS;
     } catch (...) {

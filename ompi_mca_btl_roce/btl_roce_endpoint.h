@@ -118,6 +118,7 @@ private:
     EpState state_ = EpState::kClosed;
     std::vector<Path> paths_;
     verbs::Ah ah_;              ///< UD address handle to the peer's UD QP
+    bool dgid_learned_ = false; ///< path_.dgid came from the peer, not the modex
     SpreadModel spread_model_;  ///< how the bond spreads this peer's flows
     unsigned next_path_ = 0;    ///< round-robin cursor
 

@@ -137,9 +137,11 @@ int register_params() noexcept {
             "Local ACK timeout exponent of RC queue pairs (1..31): a lost packet is resent after "
             "4.096 us * 2^N (18: about 1 s).",
             MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.ack_timeout);
-        p.retry_count = 7;
+        p.retry_count = 6;
         reg("retry_count",
-            "Retransmissions of an RC packet before the queue pair gives up (0..7).",
+            "Retransmissions of an RC packet before the queue pair gives up (0..7); the path "
+            "then fails over and reconnects. 7 means 'retry forever' to soft-RoCE (rxe), so a "
+            "peer whose address vanished would never be noticed there: the default is 6.",
             MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.retry_count);
         p.connect_timeout = 30;
         reg("connect_timeout",
@@ -165,6 +167,15 @@ int register_params() noexcept {
             "LAG). Large RDMA transfers are striped over them; when one fails, its traffic "
             "moves to the others while it reconnects.",
             MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_4, &p.num_paths);
+
+        p.netmon = true;
+        reg("netmon",
+            "Watch the bonds, VLANs and addresses under the RoCE ports with rtnetlink (a "
+            "thread that sleeps until the kernel reports a change) and verbs async events, so "
+            "an address replaced on the bond or a GID table rewritten at a failover is known "
+            "before the next connection: new connections use the reselected GID. Without it "
+            "(or where netlink is refused) the same is found out from failed operations.",
+            MCA_BASE_VAR_TYPE_BOOL, nullptr, OPAL_INFO_LVL_4, &p.netmon);
 
         // The generic btl_roce_{exclusivity,eager_limit,max_send_size,
         // rdma_pipeline_*,...} parameters, written into the module template.

@@ -19,6 +19,7 @@
 #include "btl_roce_device.h"
 #include "btl_roce_endpoint.h"
 #include "lag.h"
+#include "netmon/event_queue.h"
 #include "util/log.h"
 #include "util/status.h"
 
@@ -47,7 +48,7 @@ struct ModuleConfig {
     uint32_t credits_per_peer = 32;
     uint32_t credit_threshold = 8;
     int ack_timeout = 18;      ///< IB local ACK timeout exponent: 4.096 us * 2^n
-    int retry_count = 7;
+    int retry_count = 6;       ///< rxe retries forever at 7
     int rnr_retry = 7;         ///< 7 = retry forever on receiver-not-ready
     double connect_timeout_s = 30.0;
     double connect_retry_s = 0.2;
@@ -88,6 +89,9 @@ public:
     wire::PortAdvert advert() const;
     /// Index of this module in the process's modex address.
     void set_port_index(uint16_t i) { port_index_ = i; }
+    /// Follows `m`'s events about this port's netdevs from now on (checked
+    /// in progress() with one atomic load; see on_net_events()).
+    void follow(netmon::Monitor &m);
 
     // --- BTL interface (btl_roce_module.cc, _send.cc, _rdma.cc) ----------
     int add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
@@ -124,7 +128,9 @@ public:
     int progress();
 
     /// Receive a UD datagram (connection management), btl_roce_cm.cc.
-    void handle_cm(const uint8_t *data, size_t len);
+    /// A connection message; `grh` is the 40 bytes before it (the sender's
+    /// real address, see wire::grh_source_gid).
+    void handle_cm(const uint8_t *grh, const uint8_t *data, size_t len);
 
     /// Work for the PML that must run without the module lock held.
     struct Deferred {
@@ -172,6 +178,11 @@ private:
                               size_t first, size_t count) const;
     void on_request(const wire::CmMessage &m);
     void on_reply(const wire::CmMessage &m);
+    void learn_peer_gid(Endpoint &ep, const wire::CmMessage &m);
+    /// `fresh`: a snapshot just read (nullptr: read one).
+    void revalidate_path(Endpoint &ep,
+                         const std::shared_ptr<const topo::Snapshot> &fresh = nullptr);
+    void set_path_choice(Endpoint &ep, const PathChoice &choice);
     void on_rtu(const wire::CmMessage &m);
     void on_reject(const wire::CmMessage &m);
     void connect_self(Endpoint &ep);
@@ -211,6 +222,7 @@ private:
     void on_rdma_completion(const ibv_wc &wc);
     void log_path_stats();
     void check_ud();
+    void on_net_events();
 
     mca_btl_roce_module_t c_;
     PortPlan plan_;
@@ -248,7 +260,10 @@ private:
     mca_btl_base_module_error_cb_fn_t error_cb_ = nullptr;
     bool warned_registration_ = false;
     uint64_t progress_calls_ = 0;
-    bool ud_suspect_ = false;       ///< a UD completion failed: check the UD QP
+    bool ud_suspect_ = false;
+    std::unique_ptr<netmon::EventQueue> netq_; ///< bond/address events (netmon)
+    wire::Gid cm_src_{};            ///< sender address of the message being handled
+    bool cm_src_known_ = false;       ///< a UD completion failed: check the UD QP
     double ud_retry_at_ = 0;        ///< when a failed UD recovery is tried again
 };
 

@@ -31,7 +31,8 @@ int Module::progress() {
     ibv_wc wc[kPollBatch];
     int n = dev_->api().poll_cq(dev_->cq(), kPollBatch, wc);
     // The idle path: one poll, two reads, no lock, no clock.
-    if (n <= 0 && watch_.empty() && deferred_.empty() && !ud_suspect_) {
+    bool net = netq_ && netq_->changed();
+    if (n <= 0 && watch_.empty() && deferred_.empty() && !ud_suspect_ && !net) {
         return 0;
     }
     std::vector<Deferred> todo;
@@ -41,6 +42,9 @@ int Module::progress() {
     }
     if (ud_suspect_) {
         check_ud();
+    }
+    if (net) {
+        on_net_events();
     }
     if (!watch_.empty() && (n > 0 || (progress_calls_ & 15) == 0)) {
         run_timers(now_seconds());
@@ -66,7 +70,8 @@ void Module::handle_wc(const ibv_wc &wc) {
             return;
         }
         if (wc.byte_len > Device::kGrhSize) {
-            handle_cm(dev_->ud_buffer(idx) + Device::kGrhSize, wc.byte_len - Device::kGrhSize);
+            const uint8_t *grh = dev_->ud_buffer(idx);
+            handle_cm(grh, grh + Device::kGrhSize, wc.byte_len - Device::kGrhSize);
         }
         util::Status s = dev_->post_ud_recv(idx);
         if (!s) {

@@ -244,8 +244,15 @@ void Module::drain_pending(Endpoint &ep) {
 void Module::maybe_send_credits(Endpoint &ep, size_t i) {
     Path &path = ep.paths_[i];
     if (path.state != PathState::kUp || !path.credits.credit_message_due() ||
-        ep.pending_head_ != nullptr || inflight_ >= max_inflight_) {
-        return; // pending data will carry the credits
+        inflight_ >= max_inflight_) {
+        return;
+    }
+    // Pending data carries the credits only if it can go. When it waits for
+    // credits itself - both ends filled their windows at once, as in a
+    // bidirectional stream - a credit-only message (from the reserve) is what
+    // unblocks the peer, whose data then brings our credits back.
+    if (ep.pending_head_ != nullptr && path.credits.available() > path.credits.reserve()) {
+        return;
     }
     Frag *f = dev_->frags().get();
     if (f == nullptr) {

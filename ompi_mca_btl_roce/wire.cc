@@ -382,4 +382,19 @@ Result<FragHeader> parse_frag_header(const uint8_t *data, size_t len) {
     return h;
 }
 
+bool grh_source_gid(const uint8_t *grh, Gid *out) {
+    if (grh[20] == 0x45) { // IPv4, no options: source address at 12
+        out->fill(0);
+        (*out)[10] = 0xff;
+        (*out)[11] = 0xff;
+        std::memcpy(out->data() + 12, grh + 20 + 12, 4);
+        return true;
+    }
+    if ((grh[0] >> 4) == 6) { // IPv6 header or IB GRH (IP version 6)
+        std::memcpy(out->data(), grh + 8, 16);
+        return true;
+    }
+    return false;
+}
+
 } // namespace roce::btl::wire

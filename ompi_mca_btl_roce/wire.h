@@ -108,6 +108,13 @@ struct CmMessage {
 std::vector<uint8_t> encode(const CmMessage &m);
 util::Result<CmMessage> parse_cm(const uint8_t *data, size_t len);
 
+/// The source address of a received UD datagram, from the 40 bytes the
+/// device writes before it: a RoCE v2 IPv4 packet leaves its IPv4 header in
+/// the last 20 (source address -> an IPv4-mapped GID), RoCE v2 IPv6 and
+/// RoCE v1 leave an IPv6 header / GRH (source GID at byte 8). False when the
+/// bytes hold neither.
+bool grh_source_gid(const uint8_t *grh, Gid *out);
+
 /// Header of every message on an RC connection (8 bytes, in front of the
 /// payload). `credits` returns receive credits of the path it travels on;
 /// `seq` numbers the data fragments of the connection (all paths together)

@@ -14,7 +14,7 @@ using topo::PortInfo;
 
 namespace {
 
-enum KeyPart { kDown = 0, kLinkLocal, kVersion, kFamily, kIndex };
+enum KeyPart { kDown = 0, kLinkLocal, kVersion, kFamily, kSubnet, kIndex };
 
 bool netdev_up(const topo::NetdevInfo *nd) {
     if (nd == nullptr) {
@@ -74,6 +74,20 @@ std::string reaches(const GidEntry &g, int prefix, const topo::NetdevInfo *nd, c
     return {};
 }
 
+// An order on subnets both ends of a connection compute alike: the first
+// 8 bytes of the network address (IPv4: its 4 bytes), as a non-negative
+// number. Without a known prefix, the address itself.
+int64_t subnet_number(const util::IpAddress &addr, int prefix) {
+    util::IpAddress net = prefix >= 0 ? util::Subnet::of(addr, prefix).address : addr;
+    const uint8_t *b = net.bytes();
+    uint64_t v = 0;
+    size_t n = addr.is_v4() ? 4 : 8;
+    for (size_t i = 0; i < n; ++i) {
+        v = v << 8 | b[i];
+    }
+    return static_cast<int64_t>(v >> 1);
+}
+
 std::string rank_reason(const RankedGid &r, const RankedGid &best) {
     for (int i = kDown; i <= kIndex; ++i) {
         if (r.key[static_cast<size_t>(i)] == best.key[static_cast<size_t>(i)]) {
@@ -84,6 +98,10 @@ std::string rank_reason(const RankedGid &r, const RankedGid &best) {
         case kLinkLocal: return "link-local, a last resort";
         case kVersion: return "RoCE v1 ranks below v2";
         case kFamily: return "IPv6 ranks below IPv4-mapped";
+        case kSubnet:
+            return util::format("reaches the peer too; gid[%d]'s subnet is numerically lower "
+                                "(the rule both ends apply)",
+                                best.gid->index);
         default: return util::format("same rank as gid[%d], higher index", best.gid->index);
         }
     }
@@ -197,7 +215,8 @@ GidRanking rank_gids(const topo::Snapshot &snapshot, const topo::DeviceInfo &dev
             r.netdev = snapshot.find_netdev(g.netdev);
             util::IpAddress addr = g.address();
             r.key = {netdev_up(r.netdev) ? 0 : 1, addr.is_link_local() ? 1 : 0,
-                     g.type == GidType::kRoceV2 ? 0 : 1, addr.is_v4() ? 0 : 1, g.index};
+                     g.type == GidType::kRoceV2 ? 0 : 1, addr.is_v4() ? 0 : 1,
+                     peer != nullptr ? subnet_number(addr, r.prefix) : 0, g.index};
             if (peer != nullptr) {
                 r.reached = reaches(g, r.prefix, r.netdev, *peer);
                 if (r.reached.empty()) {

@@ -19,8 +19,11 @@ struct RankedGid {
     const topo::GidEntry *gid = nullptr;
     int prefix = -1;                      ///< local prefix length; -1 unknown
     const topo::NetdevInfo *netdev = nullptr;
-    /// {netdev not up, link-local, RoCE v1, IPv6, index}: lower is better.
-    std::array<int, 5> key{};
+    /// {netdev not up, link-local, RoCE v1, IPv6, subnet, index}: lower is
+    /// better. `subnet` (only with a peer) is the local address's network
+    /// number: among GIDs that all reach the peer, both ends pick the same
+    /// subnet - which the slot index, local to each host, cannot promise.
+    std::array<int64_t, 6> key{};
     std::string reached;                  ///< "198.19.0.12 (in 198.19.0.0/24)" with a peer
 };
 

@@ -1,4 +1,5 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#include <cstring>
 #include <random>
 #include <set>
 
@@ -431,4 +432,29 @@ TEST_CASE("lag: bond layer3+4 hash and the member of a QP pair", "[btl][lag]") {
     auto u = spread_of(spread_model(2, "layer2", a, b), 0x13, 0x14);
     CHECK(u.member == -1);
     CHECK(u.sport == flow_label_to_sport(calc_flow_label(0x13, 0x14)));
+}
+
+TEST_CASE("wire: the sender's address from the 40 bytes before a UD datagram", "[btl][wire]") {
+    uint8_t grh[40] = {};
+    Gid g{};
+    // Nothing recognisable: no answer.
+    CHECK_FALSE(grh_source_gid(grh, &g));
+    // RoCE v2 over IPv4: the IPv4 header sits in the last 20 bytes.
+    grh[20] = 0x45;
+    const uint8_t src4[4] = {198, 18, 0, 101};
+    std::memcpy(grh + 32, src4, 4);
+    REQUIRE(grh_source_gid(grh, &g));
+    Gid want4{};
+    want4[10] = want4[11] = 0xff;
+    std::memcpy(want4.data() + 12, src4, 4);
+    CHECK(g == want4);
+    // RoCE v2 over IPv6 (and v1's GRH): the source GID at byte 8.
+    uint8_t grh6[40] = {};
+    grh6[0] = 0x60;
+    for (int i = 0; i < 16; ++i) {
+        grh6[8 + i] = static_cast<uint8_t>(0xf0 + i);
+    }
+    REQUIRE(grh_source_gid(grh6, &g));
+    CHECK(g[0] == 0xf0);
+    CHECK(g[15] == 0xff);
 }

@@ -349,3 +349,31 @@ TEST_CASE("select: peer addresses from the command line", "[select][peer]") {
     CHECK_FALSE(select::parse_peer("198.19.0.12/33").is_ok());
     CHECK_FALSE(select::parse_peer("198.19.0.12/x").is_ok());
 }
+
+TEST_CASE("policy: with a peer reachable from two subnets both ends pick the same one",
+          "[select][peer]") {
+    // The peer has an address on the bond's subnet and one on the VLAN's.
+    select::Peer peer;
+    peer.name = "node2";
+    for (const char *a : {"198.19.0.12", "198.18.0.12"}) {
+        select::PeerAddress pa;
+        pa.address = *util::IpAddress::parse(a);
+        pa.prefix_len = 24;
+        pa.type = topo::GidType::kRoceV2;
+        peer.addresses.push_back(pa);
+    }
+    // On mlx5_lag the bond's GID sits below the VLAN's; after the bond was
+    // readdressed (mlx5_lag_readdressed) its new GID sits above. The slot
+    // order differs, the choice of subnet must not: a peer whose table is
+    // ordered the other way makes the same choice, and the two ends meet.
+    for (const char *fix : {"mlx5_lag", "mlx5_lag_readdressed"}) {
+        INFO(fix);
+        const topo::Snapshot &s = fixture(fix);
+        select::PortChoice pc = select::select_port(s, s.devices[0], s.devices[0].ports[0],
+                                                    Options{}, &peer, false);
+        REQUIRE(pc.ok());
+        CHECK(util::Subnet::of(util::IpAddress::from_gid(pc.selection->gid), 24).to_string() ==
+              "198.18.0.0/24");
+        CHECK(pc.selection->gid_index == (std::string(fix) == "mlx5_lag" ? 3 : 9));
+    }
+}
