@@ -8,9 +8,9 @@
 
 MODE=${1:?lacp or ab}
 BTL=self,vader,roce
-STRESS_SECONDS=${BTL_STRESS_SECONDS:-150} # >= 60 s of data-verified traffic, long after the restore
-CUT_AFTER=${BTL_CUT_AFTER:-30}            # s after the first progress line
-HOLD=${BTL_HOLD:-25}                      # s the cable stays pulled
+STRESS_SECONDS=${BTL_STRESS_SECONDS:-300} # >= 60 s of data-verified traffic, long after the restore
+CUT_AT=${BTL_CUT_AT:-60}                  # stress clock (s) of the pull
+HOLD=${BTL_HOLD:-40}                      # stress seconds the cable stays pulled
 MIN_SHARE=30                              # % of the bytes each member must carry
 export ROCE_TEST_SECONDS=$STRESS_SECONDS ROCE_TEST_SCALE=${BTL_TEST_SCALE:-0.1}
 export ROCE_TEST_MAX_BYTES=${BTL_MAX_BYTES:-256K} ROCE_BENCH_REPS=1 ROCE_BENCH_MIN_BYTES=1
@@ -115,8 +115,21 @@ lag_spread_stress() {
 }
 
 # 8 ranks (4 per guest), STRESS_SECONDS of all-to-all and ping-pong with every
-# byte verified (4 ranks on one vCPU: they yield when idle); member N's cable is pulled CUT_AFTER s into the run (N = 0 on
-# 802.3ad, the active member on active-backup) and replugged HOLD s later.
+# byte verified (4 ranks on one vCPU: they yield when idle); member N's cable
+# (N = 0 on 802.3ad, the active member on active-backup) is pulled at stress
+# clock CUT_AT s and replugged HOLD stress seconds later.
+# stress_t: the stress clock of the last progress line (empty before the first).
+stress_t() { sed -n 's/^stress: progress t=\([0-9.]*\) s.*/\1/p' "$LOGS/stress-cut.out" | tail -n1; }
+# t_at_least T: the stress clock reached T s, or the job ($pid) is gone.
+t_at_least() {
+    local t
+    kill -0 "$pid" 2>/dev/null || return 0
+    t=$(stress_t)
+    [ -n "$t" ] && awk -v t="$t" -v m="$1" 'BEGIN { exit !(t >= m) }'
+}
+
+hold_over() { [ "$SECONDS" -ge "$hold_over_at" ] || t_at_least "$1"; }
+
 lag_stress_cut() {
     local pid rc m cut rst ns=0 rep n pre
     [ "$MODE" = ab ] && m=$(active_member node1) && ns=${m#eth}
@@ -124,19 +137,20 @@ lag_stress_cut() {
     MPI_LIMIT=$((STRESS_SECONDS * 4 + 240)) mpi "$LOGS/stress-cut" -np 8 --host node1:4,node2:4 \
         --bind-to none --mca mpi_yield_when_idle 1 "$MPI_BIN/stress" &
     pid=$!
-    wait_for 300 "the first progress line of stress" grep -q '^stress: progress' "$LOGS/stress-cut.out"
-    sleep "$CUT_AFTER"
-    # Faults first, snapshots after: a snapshot (ssh to node2) can take 20 s
-    # on a loaded host, and the restore must come HOLD s after the cut.
+    # Cut and restore on the stress program's own clock (its progress lines):
+    # on a loaded host a guest's sleep and vmtest-fault can lag by a minute.
+    wait_for 600 "stress t >= $CUT_AT s" t_at_least "$CUT_AT"
     cut=$(now_tod)
     vmtest-fault cut "$ns" || die "vmtest-fault cut $ns failed"
-    note "cut eth$ns at utc $(date -u +%T)"
+    note "cut eth$ns at utc $(date -u +%T) (stress t=$(stress_t) s when it returned)"
     tx_snapshot "$CHECK_TMP/c0"
-    sleep "$(awk -v c="$cut" -v n="$(now_tod)" -v h="$HOLD" 'BEGIN { d = c + h - n; print (d > 0 ? d : 0) }')"
+    # HOLD s on the stress clock, or 2 x HOLD s of wall time if traffic stalls
+    hold_over_at=$((SECONDS + 2 * HOLD))
+    wait_for 600 "stress t >= $(stress_t) + $HOLD s" hold_over "$(awk -v t="$(stress_t)" -v h="$HOLD" 'BEGIN { print t + h }')"
     tx_snapshot "$CHECK_TMP/r0"
     rst=$(now_tod)
     vmtest-fault restore "$ns" || die "vmtest-fault restore $ns failed"
-    note "restored eth$ns at utc $(date -u +%T)"
+    note "restored eth$ns at utc $(date -u +%T) (stress t=$(stress_t) s when it returned)"
     local alive=0
     kill -0 "$pid" 2>/dev/null && alive=1
     wait "$pid"
