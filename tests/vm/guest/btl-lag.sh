@@ -8,7 +8,7 @@
 
 MODE=${1:?lacp or ab}
 BTL=self,vader,roce
-STRESS_SECONDS=${BTL_STRESS_SECONDS:-300} # >= 60 s of data-verified traffic, long after the restore
+STRESS_SECONDS=${BTL_STRESS_SECONDS:-360} # >= 60 s of data-verified traffic, long after the restore
 CUT_AT=${BTL_CUT_AT:-60}                  # stress clock (s) of the pull
 HOLD=${BTL_HOLD:-40}                      # stress seconds the cable stays pulled
 MIN_SHARE=30                              # % of the bytes each member must carry
@@ -140,16 +140,18 @@ lag_stress_cut() {
     # Cut and restore on the stress program's own clock (its progress lines):
     # on a loaded host a guest's sleep and vmtest-fault can lag by a minute.
     wait_for 600 "stress t >= $CUT_AT s" t_at_least "$CUT_AT"
-    cut=$(now_tod)
+    # The fault is in place when vmtest-fault returns (it took up to 76 s on
+    # the loaded host), so the event times are taken after it.
     vmtest-fault cut "$ns" || die "vmtest-fault cut $ns failed"
+    cut=$(now_tod)
     note "cut eth$ns at utc $(date -u +%T) (stress t=$(stress_t) s when it returned)"
     tx_snapshot "$CHECK_TMP/c0"
     # HOLD s on the stress clock, or 2 x HOLD s of wall time if traffic stalls
     hold_over_at=$((SECONDS + 2 * HOLD))
     wait_for 600 "stress t >= $(stress_t) + $HOLD s" hold_over "$(awk -v t="$(stress_t)" -v h="$HOLD" 'BEGIN { print t + h }')"
     tx_snapshot "$CHECK_TMP/r0"
-    rst=$(now_tod)
     vmtest-fault restore "$ns" || die "vmtest-fault restore $ns failed"
+    rst=$(now_tod)
     note "restored eth$ns at utc $(date -u +%T) (stress t=$(stress_t) s when it returned)"
     local alive=0
     kill -0 "$pid" 2>/dev/null && alive=1
