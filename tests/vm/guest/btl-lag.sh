@@ -233,8 +233,11 @@ lag_addr_change() {
         other_stderr "$LOGS/addr-fresh.err" | head -20
         die "the fresh job after the address change failed (exit $frc)"
     }
-    grep -q -E "gid\[[0-9]+\] $new " "$LOGS/addr-fresh.err" ||
-        die "no connection of the fresh job uses $new's GID"
+    # At verbose 10 the btl prints its port selection (the source GID of every
+    # new connection from that port: "gid: gid[N] ::ffff:ADDR (RoCE v2, bond0");
+    # per-peer lines ("gid[N] ADDR (") come at higher levels. Either counts.
+    grep -q -E "\[node1:[0-9]+\] btl roce: .*gid: gid\[[0-9]+\] ::ffff:$new \(RoCE v2, $VMTEST_BOND|gid\[[0-9]+\] $new \(" \
+        "$LOGS/addr-fresh.err" || die "node1's fresh job does not use $new's GID"
     [ "$ok" = 1 ] || die "the job running across the address change failed (exit $rc); logs $LOGS/addr.{out,err}"
 }
 
