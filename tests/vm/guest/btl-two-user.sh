@@ -73,8 +73,8 @@ two_pingpong() {
 # Cheapest and most asked-for first: a slow host may end the group early.
 check btl-two-env 120 two_env
 check btl-two-doctor 180 two_doctor
-check btl-two-pingpong-20 1500 two_pingpong
-check btl-two-suite 900 two_suite
+check btl-two-pingpong-20 $((RUNS * 330 + 60)) two_pingpong # each run is bounded by 300 s
+check btl-two-suite 1800 two_suite
 check btl-two-8ranks 1000 two_8ranks
 check btl-two-p2p-64m 1600 two_p2p
 finish
