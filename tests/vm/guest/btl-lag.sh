@@ -24,7 +24,7 @@ mpi() {
     local log=$1
     shift
     timeout -k 10 "${MPI_LIMIT:-600}" mpirun -x OMPI_MCA_mca_base_component_path \
-        -x ROCE_TEST_SECONDS -x ROCE_TEST_SCALE -x ROCE_TEST_MAX_BYTES -x ROCE_BENCH_REPS -x ROCE_BENCH_MIN_BYTES \
+        -x ROCE_TEST_SECONDS -x ROCE_TEST_SCALE -x ROCE_TEST_MAX_BYTES -x ROCE_BENCH_REPS -x ROCE_BENCH_MIN_BYTES -x ROCE_BENCH_SIZES \
         --mca pml ob1 --mca btl "$BTL" --mca btl_roce_verbose 10 \
         ${BTL_CONNECT_TIMEOUT:+--mca btl_roce_connect_timeout "$BTL_CONNECT_TIMEOUT"} \
         "$@" >"$log.out" 2>"$log.err"
@@ -72,7 +72,7 @@ lag_spread() {
     local min
     [ "$MODE" = lacp ] || unsupported "active-backup sends on one member only"
     tx_snapshot "$CHECK_TMP/b0"
-    ROCE_BENCH_MIN_BYTES=1M ROCE_TEST_MAX_BYTES=1M MPI_LIMIT=500 mpi "$LOGS/spread" -np 2 --hostfile "$VMTEST_HOSTFILE" \
+    ROCE_BENCH_SIZES=1M ROCE_TEST_MAX_BYTES=1M MPI_LIMIT=500 mpi "$LOGS/spread" -np 2 --hostfile "$VMTEST_HOSTFILE" \
         "$BENCH_BIN/bandwidth"
     local rc=$?
     tx_snapshot "$CHECK_TMP/b1"
