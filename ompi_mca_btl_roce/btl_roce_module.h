@@ -216,6 +216,10 @@ private:
     int start_rdma(Endpoint &ep, RdmaOp *op, size_t size);
     int issue(Endpoint *ep, RdmaOp *op, size_t size);
     int ready_for_rdma(Endpoint &ep);
+    RdmaOp *new_rdma_op(Endpoint &ep, void *local_address,
+                        mca_btl_base_registration_handle_t *local_handle,
+                        mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata,
+                        int *rc);
     void rdma_done(RdmaOp *op, int status);
     void retry_rdma(Endpoint &ep);
     Path *account_completion(uint32_t qpn, Endpoint **ep);

@@ -158,18 +158,12 @@ int Module::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote
         return OPAL_ERR_BAD_PARAM;
     }
     OPAL_THREAD_LOCK(&lock_);
-    int rc = ready_for_rdma(*ep);
-    RdmaOp *op = rc == OPAL_SUCCESS ? get_rdma_op() : nullptr;
+    int rc = OPAL_SUCCESS;
+    RdmaOp *op = new_rdma_op(*ep, local_address, local_handle, cbfunc, cbcontext, cbdata, &rc);
     if (op == nullptr) {
         OPAL_THREAD_UNLOCK(&lock_);
-        return rc == OPAL_SUCCESS ? OPAL_ERR_OUT_OF_RESOURCE : rc;
+        return rc;
     }
-    op->cbfunc = cbfunc;
-    op->cbcontext = cbcontext;
-    op->cbdata = cbdata;
-    op->local_address = local_address;
-    op->local_handle = local_handle;
-    op->ep = ep;
     op->opcode = is_put ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
     op->sge.addr = reinterpret_cast<uint64_t>(local_address);
     op->sge.length = static_cast<uint32_t>(size);
@@ -179,6 +173,27 @@ int Module::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote
     rc = issue(ep, op, size);
     OPAL_THREAD_UNLOCK(&lock_);
     return rc;
+}
+
+// An operation for ep with its completion and local side filled in, or
+// nullptr with *rc saying why (not connected yet, failed, no descriptor).
+RdmaOp *Module::new_rdma_op(Endpoint &ep, void *local_address,
+                            mca_btl_base_registration_handle_t *local_handle,
+                            mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                            void *cbdata, int *rc) {
+    *rc = ready_for_rdma(ep);
+    RdmaOp *op = *rc == OPAL_SUCCESS ? get_rdma_op() : nullptr;
+    if (op == nullptr) {
+        *rc = *rc == OPAL_SUCCESS ? OPAL_ERR_OUT_OF_RESOURCE : *rc;
+        return nullptr;
+    }
+    op->cbfunc = cbfunc;
+    op->cbcontext = cbcontext;
+    op->cbdata = cbdata;
+    op->local_address = local_address;
+    op->local_handle = local_handle;
+    op->ep = &ep;
+    return op;
 }
 
 // OPAL_SUCCESS when ep can take an RDMA operation now; otherwise starts the
@@ -212,18 +227,12 @@ int Module::atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
         return OPAL_ERR_BAD_PARAM;
     }
     OPAL_THREAD_LOCK(&lock_);
-    int rc = ready_for_rdma(*ep);
-    RdmaOp *op = rc == OPAL_SUCCESS ? get_rdma_op() : nullptr;
+    int rc = OPAL_SUCCESS;
+    RdmaOp *op = new_rdma_op(*ep, local_address, local_handle, cbfunc, cbcontext, cbdata, &rc);
     if (op == nullptr) {
         OPAL_THREAD_UNLOCK(&lock_);
-        return rc == OPAL_SUCCESS ? OPAL_ERR_OUT_OF_RESOURCE : rc;
+        return rc;
     }
-    op->cbfunc = cbfunc;
-    op->cbcontext = cbcontext;
-    op->cbdata = cbdata;
-    op->local_address = local_address;
-    op->local_handle = local_handle;
-    op->ep = ep;
     op->opcode = is_cswap ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD;
     op->sge.length = 8;
     if (local_address != nullptr && local_handle != nullptr) {
