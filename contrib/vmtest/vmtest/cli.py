@@ -165,6 +165,10 @@ def main(argv=None):
         status = 128 + e.signum
     except ToolError as e:
         print(f"vmtest: ERROR: {e}", file=sys.stderr, flush=True)
+    except OSError as e:
+        # A socket or file the tool relies on failed in a way not foreseen
+        # above: one line with the cause, not a traceback.
+        print(f"vmtest: ERROR: {e.__class__.__name__}: {e}", file=sys.stderr, flush=True)
     except Exception:
         traceback.print_exc()
     finally:

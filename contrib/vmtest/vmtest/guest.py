@@ -108,16 +108,28 @@ class Qmp:
         self.execute("qmp_capabilities")
 
     def _read(self):
-        line = self.file.readline()
+        try:
+            line = self.file.readline()
+        except OSError as e:  # reset, timeout: QEMU died or stalled
+            raise ToolError(f"{self.name}: QMP connection to QEMU lost ({e or type(e).__name__}); "
+                            "see its qemu.log in the results directory") from None
         if not line:
-            raise ToolError(f"{self.name}: QMP connection closed")
-        return json.loads(line)
+            raise ToolError(f"{self.name}: QMP connection closed by QEMU; "
+                            "see its qemu.log in the results directory")
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise ToolError(f"{self.name}: QEMU sent a malformed QMP line: {line[:200]!r}") from None
 
     def execute(self, command, **arguments):
         msg = {"execute": command}
         if arguments:
             msg["arguments"] = arguments
-        self.sock.sendall((json.dumps(msg) + "\n").encode())
+        try:
+            self.sock.sendall((json.dumps(msg) + "\n").encode())
+        except OSError as e:
+            raise ToolError(f"{self.name}: QMP {command}: connection to QEMU lost "
+                            f"({e or type(e).__name__})") from None
         while True:
             reply = self._read()
             if "return" in reply:
