@@ -15,7 +15,10 @@
 // retransmitted with exponential backoff; a duplicate REQ gets the stored
 // REP again. When both sides connect at once, the request of the process
 // with the smaller name wins and the other side answers it with the QPs it
-// had already created.
+// had already created. Late copies of the losing REQ are ignored (the
+// winner remembers its id); should the winner answer one anyway (it never
+// saw a copy during the race), the loser rejects that REP as stale instead
+// of confirming it, and the winner drops the QPs it made for it.
 #include "btl_roce_module.h"
 
 #include <algorithm>
@@ -381,7 +384,16 @@ void Module::on_request(const wire::CmMessage &m) {
         return;
     }
     if (head.state == PathState::kConnecting && my_name_ < m.src_name) {
-        return; // both sides asked at once: our REQ wins, the peer will answer it
+        // Both sides asked at once: our REQ wins, the peer will answer it.
+        ep->peer_lost_conn_ = std::max(ep->peer_lost_conn_, m.conn_id);
+        return;
+    }
+    if (m.conn_id <= ep->peer_lost_conn_) {
+        // A late copy of the REQ that lost the race: answering it would tear
+        // down the connection our REQ made for QPs the peer no longer has.
+        log_.write(LogLevel::kDebug, util::format("stale REQ %u from %s (lost a race) ignored",
+                                                  m.conn_id, ep->label().c_str()));
+        return;
     }
     std::vector<std::unique_ptr<qp::QueuePair>> spares;
     for (size_t i = first; i < first + count; ++i) {
@@ -396,6 +408,7 @@ void Module::on_request(const wire::CmMessage &m) {
         if (p.qp && p.state == PathState::kConnecting) {
             by_qpn_.erase(p.qpn());
             p.qp.reset();
+            p.abandoned_conn_id = p.conn_id;
         }
         Status s = create_paired_qp(*ep, i, m.paths[i - first].qpn, spares);
         if (s) {
@@ -435,11 +448,14 @@ void Module::on_reply(const wire::CmMessage &m) {
         return;
     }
     learn_peer_gid(*ep, m);
+    bool matched = false, abandoned = false;
     for (size_t i = first; i < first + count; ++i) {
         Path &p = ep->paths_[i];
         if (p.state != PathState::kConnecting || p.conn_id != m.conn_id) {
+            abandoned = abandoned || (m.conn_id != 0 && p.abandoned_conn_id == m.conn_id);
             continue; // stale or duplicate
         }
+        matched = true;
         Status s = connect_qp(*ep, p, *p.qp, m.paths[i - first].qpn, m.paths[i - first].psn);
         if (!s) {
             path_failed(*ep, i, s.message());
@@ -448,6 +464,20 @@ void Module::on_reply(const wire::CmMessage &m) {
         p.remote_qpn = m.paths[i - first].qpn;
         p.credits.set_initial(m.credits);
         path_up(*ep, i);
+    }
+    if (!matched) {
+        if (abandoned) {
+            // The peer answered a REQ we gave up when its own won the race
+            // (it saw a late copy): tell it, so that it drops the QPs it made
+            // for ours instead of waiting for an RTU that will not come.
+            wire::CmMessage rej = cm_template(*ep, wire::CmType::kReject);
+            rej.conn_id = m.conn_id;
+            rej.first_path = m.first_path;
+            rej.reason = wire::RejectReason::kStale;
+            rej.text = "that request was abandoned (both sides connected at once)";
+            (void)send_cm(*ep, rej);
+        }
+        return; // an RTU here would bring up the peer's QPs for nothing
     }
     wire::CmMessage rtu = cm_template(*ep, wire::CmType::kReadyToUse);
     rtu.conn_id = m.conn_id;
@@ -474,7 +504,13 @@ void Module::on_reject(const wire::CmMessage &m) {
         return;
     }
     for (size_t i = 0; i < ep->paths_.size(); ++i) {
-        if (ep->paths_[i].state == PathState::kConnecting && ep->paths_[i].conn_id == m.conn_id) {
+        Path &p = ep->paths_[i];
+        if (m.reason == wire::RejectReason::kStale) {
+            // We answered a stale REQ: the QPs we made for it lead nowhere.
+            if (p.state == PathState::kAwaitRtu && p.peer_conn_id == m.conn_id) {
+                path_failed(*ep, i, "the peer had abandoned that request");
+            }
+        } else if (p.state == PathState::kConnecting && p.conn_id == m.conn_id) {
             path_failed(*ep, i, "the peer refused the connection: " + m.text);
         }
     }

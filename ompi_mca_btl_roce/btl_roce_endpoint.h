@@ -63,6 +63,7 @@ struct Path {
     uint8_t batch_first = 0;    ///< the REQ covers paths [batch_first, +batch_count)
     uint8_t batch_count = 1;
     uint32_t peer_conn_id = 0;  ///< the peer's REQ we answered
+    uint32_t abandoned_conn_id = 0; ///< our REQ that lost a race (its REP is stale)
     std::vector<uint8_t> last_reply; ///< REP we sent, resent on a duplicate REQ
     uint32_t sq_free = 0;       ///< free send-queue slots
     uint32_t outstanding = 0;   ///< work requests posted and not completed
@@ -119,6 +120,10 @@ private:
     std::vector<Path> paths_;
     verbs::Ah ah_;              ///< UD address handle to the peer's UD QP
     bool dgid_learned_ = false; ///< path_.dgid came from the peer, not the modex
+    /// The newest REQ of the peer that we ignored because ours won the race:
+    /// the peer abandoned it, and copies still in flight are stale. (A peer's
+    /// connection ids only grow, so every id up to this one is stale.)
+    uint32_t peer_lost_conn_ = 0;
     SpreadModel spread_model_;  ///< how the bond spreads this peer's flows
     unsigned next_path_ = 0;    ///< round-robin cursor
 

@@ -81,6 +81,7 @@ enum class RejectReason : uint16_t {
     kUnreachable = 2,   ///< no local GID reaches the sender
     kVersion = 3,       ///< incompatible protocol version
     kShuttingDown = 4,
+    kStale = 5,         ///< answers a REQ the requester abandoned (it lost a race)
 };
 
 struct CmMessage {
