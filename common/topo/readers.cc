@@ -2,10 +2,15 @@
 #include "topo/readers.h"
 
 #include <ifaddrs.h>
+#include <linux/if_vlan.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "topo/fs.h"
 #include "topo/live_reader.h"
@@ -85,11 +90,41 @@ Result<AddressMap> read_addresses_getifaddrs() {
     return out;
 }
 
+namespace {
+
+// A VLAN's id from the kernel (SIOCGIFVLAN, GET_VLAN_VID_CMD), which needs
+// no privilege, unlike /proc/net/vlan/config (mode 0600). -1 when unknown.
+int vlan_id_ioctl(const std::string &name) {
+    vlan_ioctl_args args{};
+    if (name.size() >= sizeof(args.device1)) {
+        return -1;
+    }
+    args.cmd = GET_VLAN_VID_CMD;
+    std::memcpy(args.device1, name.c_str(), name.size() + 1);
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -1;
+    }
+    int rc = ioctl(fd, SIOCGIFVLAN, &args);
+    close(fd);
+    return rc == 0 ? args.u.VID : -1;
+}
+
+} // namespace
+
 NetdevReader live_netdev_reader(std::string root) {
     return [root]() -> Result<std::vector<NetdevInfo>> {
         auto netdevs = read_netdevs_sysfs(root, nullptr);
         if (!netdevs) {
             return netdevs.status();
+        }
+        if (root == "/") {
+            // Unprivileged processes cannot read /proc/net/vlan/config.
+            for (auto &n : netdevs.value()) {
+                if (n.kind == "vlan" && n.vlan_id < 0) {
+                    n.vlan_id = vlan_id_ioctl(n.name);
+                }
+            }
         }
         auto addrs = read_addresses_getifaddrs();
         if (!addrs) {

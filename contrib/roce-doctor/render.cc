@@ -25,7 +25,8 @@ std::string addresses(const topo::NetdevInfo &n) {
 std::string netdev_line(const topo::Snapshot &s, const topo::NetdevInfo &n) {
     std::string kind;
     if (n.kind == "vlan") {
-        kind = util::format("VLAN %d on %s; ", n.vlan_id, n.parent.c_str());
+        kind = n.vlan_id >= 0 ? util::format("VLAN %d on %s; ", n.vlan_id, n.parent.c_str())
+                             : util::format("VLAN (id unknown) on %s; ", n.parent.c_str());
     } else if (n.bond) {
         std::vector<std::string> members;
         for (const auto &m : n.bond->slaves) {
