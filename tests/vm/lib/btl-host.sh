@@ -9,18 +9,20 @@
 
 btl_builddir() {
     for d in ${ROCE_BUILDDIR:+"$ROCE_BUILDDIR"} "$top/_build" "$top/_b"; do
-        if [ -f "$d/ompi_mca_btl_roce/.libs/mca_btl_roce.so" ] && [ -x "$d/tests/mpi/stress" ]; then
+        if [ -f "$d/ompi_mca_btl_roce/.libs/mca_btl_roce.so" ] && [ -f "$d/ompi_mca_pml_roce/.libs/mca_pml_roce.so" ] &&
+            [ -x "$d/tests/mpi/stress" ]; then
             (cd "$d" && pwd)
             return 0
         fi
     done
-    echo "no build with ompi_mca_btl_roce/.libs/mca_btl_roce.so and tests/mpi/stress" \
+    echo "no build with mca_btl_roce.so, mca_pml_roce.so and tests/mpi/stress" \
         "(build first, or set ROCE_BUILDDIR)" >&2
     return 1
 }
 
 # btl_prepare GROUP FIRST_CHECK: sets btl_build and btl_stage (a directory the
-# unprivileged guest user can read, removed on exit) holding comps/mca_btl_roce.so.
+# unprivileged guest user can read, removed on exit) holding comps/mca_btl_roce.so
+# and comps/mca_pml_roce.so.
 # On failure prints a FAIL line for FIRST_CHECK and exits 1.
 btl_prepare() {
     btl_build=$(btl_builddir) || {
@@ -33,6 +35,8 @@ btl_prepare() {
     trap 'exit 143' TERM
     mkdir "$btl_stage/comps"
     cp "$btl_build/ompi_mca_btl_roce/.libs/mca_btl_roce.so" "$btl_stage/comps/"
+    # pml roce too (the pml groups select it; the btl groups select ob1).
+    cp "$btl_build/ompi_mca_pml_roce/.libs/mca_pml_roce.so" "$btl_stage/comps/"
     chmod -R a+rX "$btl_stage"
 }
 

@@ -33,12 +33,13 @@ btl_env() {
     note "btl roce from $ROCE_BTL_COMPS ($(md5sum <"$ROCE_BTL_COMPS/mca_btl_roce.so" | cut -c1-12)), build $ROCE_BUILDDIR"
 }
 
-# suite LOGNAME RUN-SUITE-ARGS...: tests/mpi/run-suite with our build's programs;
-# passes only if run-suite does (every program PASS, nothing on stderr).
+# suite LOGNAME RUN-SUITE-ARGS...: tests/mpi/run-suite with our build's programs,
+# under pml $SUITE_PML (default ob1); passes only if run-suite does (every
+# program PASS, nothing on stderr).
 suite() {
     local name=$1 rc
     shift
-    python3 "$RUN_SUITE" --bindir "$MPI_BIN" --logdir "$LOGS/$name" --mca pml ob1 "$@" \
+    python3 "$RUN_SUITE" --bindir "$MPI_BIN" --logdir "$LOGS/$name" --mca pml "${SUITE_PML:-ob1}" "$@" \
         >"$CHECK_TMP/$name.suite" 2>&1
     rc=$?
     cat "$CHECK_TMP/$name.suite"
