@@ -4,8 +4,9 @@
  * MPI_Test for a while; rank 1 has not posted the receive and will not until
  * rank 0 tells it (on another tag) that the Issend was still incomplete. So an
  * Issend completing early is caught every time, for eager, rendezvous and
- * zero-byte sizes. Then with timing: rank 1 posts after a delay, and rank 0's
- * blocking MPI_Ssend must not return sooner. And to self: an Issend to the own
+ * zero-byte sizes. Then with timing: rank 0 starts its clock and lets rank 1
+ * go; rank 1 posts its receive 200 ms later, and rank 0's blocking MPI_Ssend
+ * must not return sooner (causal, so load cannot make it fail falsely). And to self: an Issend to the own
  * rank stays incomplete until the own receive is posted.
  */
 #include "mt.h"
@@ -49,18 +50,21 @@ static void ssend_timed(long long n, double delay_ms, int step) {
     int z = 0;
     if (mt_rank == 0) {
         mt_fill(b, (size_t)n, mt_seed(0, 1, step, n));
-        MPI_Recv(&z, 1, MPI_INT, 1, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* "sleeping now" */
+        /* The clock starts before rank 1 can know it may start waiting: its
+         * receive is posted at least delay_ms after this instant, whatever
+         * the scheduler does to either rank, so a correct MPI_Ssend cannot
+         * return sooner. (An early return can only be missed, never
+         * invented, by rank 0 being descheduled.) */
         double t = MPI_Wtime();
+        MPI_Send(&z, 1, MPI_INT, 1, 5, MPI_COMM_WORLD); /* "start waiting now" */
         MPI_Ssend(b, (int)n, MPI_BYTE, 1, 3, MPI_COMM_WORLD);
         double el = (MPI_Wtime() - t) * 1e3;
-        /* rank 1 posts delay_ms after it told us; half of that is a margin for
-         * rank 0 being descheduled on a loaded machine */
-        MT_CHECK(el >= delay_ms * 0.5,
+        MT_CHECK(el >= delay_ms,
                  "MPI_Ssend of %lld B returned after %.1f ms though the "
-                 "receive was posted only %.0f ms after the notice",
+                 "receive was posted only after %.0f ms",
                  n, el, delay_ms);
     } else if (mt_rank == 1) {
-        MPI_Send(&z, 1, MPI_INT, 0, 5, MPI_COMM_WORLD);
+        MPI_Recv(&z, 1, MPI_INT, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         mt_sleep_ms(delay_ms);
         MPI_Status st;
         MPI_Recv(b, (int)n, MPI_BYTE, 0, 3, MPI_COMM_WORLD, &st);
