@@ -18,14 +18,19 @@ export ROCE_TEST_MAX_BYTES=${BTL_MAX_BYTES:-256K} ROCE_BENCH_REPS=1 ROCE_BENCH_M
 bond_field() { on "$1" "sed -n 's/^[[:space:]]*$2: //p' /proc/net/bonding/$VMTEST_BOND | head -n1"; }
 ports_in_aggregator() { [ "$(bond_field node1 'Number of ports')$(bond_field node2 'Number of ports')" = "$1$1" ]; }
 
-# mpi LOG MPIRUN-ARGS...: mpirun (bounded) with our btl, verbose 10 (path
-# counters and GID choices at finalize go to stderr); LOG.out / LOG.err.
+# mpi LOG MPIRUN-ARGS...: mpirun (bounded) with our btl, verbose BTL_VERBOSE
+# (default 10: path counters and GID choices at finalize go to stderr; 50 adds
+# each peer's GID choice); LOG.out / LOG.err. Forwards the test knobs that are
+# set (mpirun warns on stderr about a -x of an unset variable).
 mpi() {
-    local log=$1
+    local log=$1 v
+    local fwd=(-x OMPI_MCA_mca_base_component_path)
     shift
-    timeout -k 10 "${MPI_LIMIT:-600}" mpirun -x OMPI_MCA_mca_base_component_path \
-        -x ROCE_TEST_SECONDS -x ROCE_TEST_SCALE -x ROCE_TEST_MAX_BYTES -x ROCE_BENCH_REPS -x ROCE_BENCH_MIN_BYTES -x ROCE_BENCH_SIZES \
-        --mca pml ob1 --mca btl "$BTL" --mca btl_roce_verbose 10 \
+    for v in ROCE_TEST_SECONDS ROCE_TEST_SCALE ROCE_TEST_MAX_BYTES ROCE_BENCH_REPS ROCE_BENCH_MIN_BYTES ROCE_BENCH_SIZES; do
+        [ -n "${!v+set}" ] && fwd+=(-x "$v")
+    done
+    timeout -k 10 "${MPI_LIMIT:-600}" mpirun "${fwd[@]}" \
+        --mca pml ob1 --mca btl "$BTL" --mca btl_roce_verbose "${BTL_VERBOSE:-10}" \
         ${BTL_CONNECT_TIMEOUT:+--mca btl_roce_connect_timeout "$BTL_CONNECT_TIMEOUT"} \
         "$@" >"$log.out" 2>"$log.err"
     local rc=$?
@@ -225,18 +230,19 @@ lag_addr_change() {
         ok=0
     fi
     # A fresh job: node1's connections must come from the new address's GID.
-    ROCE_TEST_SECONDS=5 MPI_LIMIT=300 mpi "$LOGS/addr-fresh" -np 2 --hostfile "$VMTEST_HOSTFILE" \
-        "$MPI_BIN/stress"
+    ROCE_TEST_SECONDS=5 MPI_LIMIT=300 BTL_VERBOSE=50 mpi "$LOGS/addr-fresh" -np 2 \
+        --hostfile "$VMTEST_HOSTFILE" "$MPI_BIN/stress"
     local frc=$?
-    grep -E 'btl roce: .*gid\[[0-9]+\]' "$LOGS/addr-fresh.err" | sed 's/^.*btl roce: /note: fresh job: /' | head -8
+    grep -E 'btl roce: .* -> rank .*gid: gid\[[0-9]+\]' "$LOGS/addr-fresh.err" | sed 's/^.*btl roce: /note: fresh job: /' | head -8
     grep -q '^stress: PASS' "$LOGS/addr-fresh.out" && [ "$frc" = 0 ] || {
         other_stderr "$LOGS/addr-fresh.err" | head -20
         die "the fresh job after the address change failed (exit $frc)"
     }
-    # At verbose 10 the btl prints its port selection (the source GID of every
-    # new connection from that port: "gid: gid[N] ::ffff:ADDR (RoCE v2, bond0");
-    # per-peer lines ("gid[N] ADDR (") come at higher levels. Either counts.
-    grep -q -E "\[node1:[0-9]+\] btl roce: .*gid: gid\[[0-9]+\] ::ffff:$new \(RoCE v2, $VMTEST_BOND|gid\[[0-9]+\] $new \(" \
+    # At verbose 50 the btl prints each peer's choice ("rxe_bond0:1 -> rank 1
+    # (node2, ...): ... gid: gid[N] ::ffff:ADDR (RoCE v2, bond0 ..."). The port's
+    # own line (no peer) may name another GID that ties; connections use the
+    # per-peer choice.
+    grep -q -E "\[node1:[0-9]+\] btl roce: .* -> rank .*gid: gid\[[0-9]+\] ::ffff:$new \(RoCE v2, $VMTEST_BOND" \
         "$LOGS/addr-fresh.err" || die "node1's fresh job does not use $new's GID"
     [ "$ok" = 1 ] || die "the job running across the address change failed (exit $rc); logs $LOGS/addr.{out,err}"
 }
