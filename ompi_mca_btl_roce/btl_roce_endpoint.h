@@ -67,6 +67,7 @@ struct Path {
     std::vector<uint8_t> last_reply; ///< REP we sent, resent on a duplicate REQ
     uint32_t sq_free = 0;       ///< free send-queue slots
     uint32_t outstanding = 0;   ///< work requests posted and not completed
+    uint32_t chunks = 0;        ///< chunks of large reads/writes posted and not completed
     CreditLedger credits;
     double next_retry = 0;      ///< REQ retransmission (kConnecting)
     double retry_interval = 0;

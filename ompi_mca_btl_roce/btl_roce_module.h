@@ -57,6 +57,14 @@ struct ModuleConfig {
     LagPolicy lag_policy = LagPolicy::kAuto;
     unsigned num_paths = 0;          ///< 0: one per LAG member
     size_t stripe_min = 256 * 1024;  ///< RDMA at least this large is striped over the paths
+    /// Reads and writes larger than this are posted in chunks of at most this
+    /// size (or size/64, if larger), at most chunks_per_path of them in flight
+    /// on a path: a bounded amount of data in flight per path, and a lost
+    /// packet costs one chunk's retransmission. (A 64 MiB RDMA read as one
+    /// request ran at about 1 MB/s between the soft-RoCE guests: its response
+    /// overran the receiver and every gap restarted the read from there.)
+    size_t rdma_chunk = 256 * 1024;
+    uint32_t chunks_per_path = 4;
     uint32_t seq_span = 8192;        ///< data fragments in flight per endpoint, at most
 };
 

@@ -7,6 +7,7 @@
 // error proves they never executed).
 #include "btl_roce_module.h"
 
+#include <algorithm>
 #include <new>
 
 #include "util/strings.h"
@@ -71,6 +72,9 @@ int Module::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     op->path = static_cast<int>(i);
+    if (op->parent != nullptr) {
+        ++path.chunks;
+    }
     --path.sq_free;
     ++path.outstanding;
     ++inflight_;
@@ -84,9 +88,15 @@ int Module::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
     return OPAL_SUCCESS;
 }
 
-// Posts an operation, striping a large read or write over every path that
-// can take a chunk now. Called with the lock held and the endpoint
-// connected; OPAL_ERR_OUT_OF_RESOURCE (nothing posted) when no path can.
+namespace {
+constexpr size_t kMaxRdmaChunks = 64; // per operation; bounds the op pool it takes
+} // namespace
+
+// Posts an operation. A large read or write is cut into chunks of at most
+// rdma_chunk bytes, spread over every path that can take one now; chunks no
+// path can take yet wait on the endpoint's retry queue and go out as earlier
+// ones complete. Called with the lock held and the endpoint connected;
+// OPAL_ERR_OUT_OF_RESOURCE (nothing posted) when no path can take anything.
 int Module::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
     std::vector<size_t> ready;
     for (size_t k = 0; k < ep.paths_.size(); ++k) {
@@ -98,15 +108,17 @@ int Module::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
     if (ready.empty() || inflight_ + ready.size() > max_inflight_) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    bool stripe = ready.size() > 1 && size >= cfg_.stripe_min &&
-                  (op->opcode == IBV_WR_RDMA_READ || op->opcode == IBV_WR_RDMA_WRITE);
-    if (!stripe) {
+    bool data = op->opcode == IBV_WR_RDMA_READ || op->opcode == IBV_WR_RDMA_WRITE;
+    bool stripe = data && ready.size() > 1 && size >= cfg_.stripe_min;
+    if (!stripe && !(data && size > cfg_.rdma_chunk)) {
         ep.next_path_ = static_cast<unsigned>(ready[0] + 1);
         return post_rdma_on(ep, ready[0], op);
     }
-    // Equal chunks, 4 KiB aligned; the last takes the remainder.
-    size_t n = ready.size();
-    size_t chunk = ((size / n) + 4095) & ~size_t{4095};
+    // Equal chunks, 4 KiB aligned, at most rdma_chunk bytes each (unless that
+    // would take more than kMaxRdmaChunks), at least one per ready path.
+    size_t n = std::max((size + cfg_.rdma_chunk - 1) / cfg_.rdma_chunk, stripe ? ready.size() : 1);
+    n = std::min(n, kMaxRdmaChunks);
+    size_t chunk = ((size + n - 1) / n + 4095) & ~size_t{4095};
     std::vector<RdmaOp *> parts;
     for (size_t off = 0; off < size; off += chunk) {
         RdmaOp *c = get_rdma_op();
@@ -128,11 +140,27 @@ int Module::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
         parts.push_back(c);
     }
     op->chunks_left = static_cast<uint32_t>(parts.size());
-    for (size_t k = 0; k < parts.size(); ++k) {
-        if (post_rdma_on(ep, ready[k % n], parts[k]) != OPAL_SUCCESS) {
-            // The path just failed: this chunk goes to the retry queue.
-            parts[k]->next_retry = ep.rdma_retry_;
-            ep.rdma_retry_ = parts[k];
+    // Round-robin over the ready paths while they have room; the rest (and a
+    // chunk whose path just failed) waits on the retry queue, in order.
+    RdmaOp **tail = &ep.rdma_retry_;
+    while (*tail != nullptr) {
+        tail = &(*tail)->next_retry;
+    }
+    size_t r = 0;
+    for (RdmaOp *part : parts) {
+        bool posted = false;
+        for (size_t tries = 0; !posted && tries < ready.size(); ++tries, ++r) {
+            Path &path = ep.paths_[ready[r % ready.size()]];
+            if (path.state != PathState::kUp || path.sq_free == 0 || inflight_ >= max_inflight_ ||
+                path.chunks >= cfg_.chunks_per_path) {
+                continue;
+            }
+            posted = post_rdma_on(ep, ready[r % ready.size()], part) == OPAL_SUCCESS;
+        }
+        if (!posted) {
+            part->next_retry = nullptr;
+            *tail = part;
+            tail = &part->next_retry;
         }
     }
     ep.next_path_ = static_cast<unsigned>(ready[0] + 1);
@@ -259,11 +287,19 @@ void Module::on_rdma_completion(const ibv_wc &wc) {
     Endpoint &ep = *op->ep;
     Endpoint *owner = nullptr;
     Path *path = account_completion(wc.qp_num, &owner);
+    if (op->parent != nullptr && op->path >= 0 && static_cast<size_t>(op->path) < ep.paths_.size()) {
+        // Every posted chunk completes once (flushed, if its QP was retired).
+        Path &p = ep.paths_[static_cast<size_t>(op->path)];
+        p.chunks -= p.chunks > 0 ? 1 : 0;
+    }
     if (wc.status == IBV_WC_SUCCESS) {
         if (path != nullptr) {
             ++path->stats.messages;
         }
         rdma_done(op, OPAL_SUCCESS);
+        if (ep.rdma_retry_ != nullptr) {
+            retry_rdma(ep); // chunks of a large operation waiting for room
+        }
         drain_pending(ep);
         return;
     }
@@ -295,9 +331,13 @@ void Module::retry_rdma(Endpoint &ep) {
     while (ep.rdma_retry_ != nullptr && ep.state_ == EpState::kConnected) {
         RdmaOp *op = ep.rdma_retry_;
         int i = -1;
-        for (size_t k = 0; k < ep.paths_.size(); ++k) {
-            if (ep.paths_[k].state == PathState::kUp && ep.paths_[k].sq_free > 0) {
-                i = static_cast<int>(k);
+        for (size_t k = 0; k < ep.paths_.size(); ++k) { // round-robin: keep striping
+            size_t j = (ep.next_path_ + k) % ep.paths_.size();
+            const Path &p = ep.paths_[j];
+            if (p.state == PathState::kUp && p.sq_free > 0 &&
+                (op->parent == nullptr || p.chunks < cfg_.chunks_per_path)) {
+                i = static_cast<int>(j);
+                ep.next_path_ = static_cast<unsigned>(j + 1);
                 break;
             }
         }
