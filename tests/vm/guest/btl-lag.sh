@@ -233,16 +233,16 @@ lag_addr_change() {
     ROCE_TEST_SECONDS=5 MPI_LIMIT=300 BTL_VERBOSE=50 mpi "$LOGS/addr-fresh" -np 2 \
         --hostfile "$VMTEST_HOSTFILE" "$MPI_BIN/stress"
     local frc=$?
-    grep -E 'btl roce: .* -> rank .*gid: gid\[[0-9]+\]' "$LOGS/addr-fresh.err" | sed 's/^.*btl roce: /note: fresh job: /' | head -8
+    grep -E 'btl roce: path [0-9]+ to rank .* up: ' "$LOGS/addr-fresh.err" | sed 's/^.*btl roce: /note: fresh job: /' | head -8
     grep -q '^stress: PASS' "$LOGS/addr-fresh.out" && [ "$frc" = 0 ] || {
         other_stderr "$LOGS/addr-fresh.err" | head -20
         die "the fresh job after the address change failed (exit $frc)"
     }
-    # At verbose 50 the btl prints each peer's choice ("rxe_bond0:1 -> rank 1
-    # (node2, ...): ... gid: gid[N] ::ffff:ADDR (RoCE v2, bond0 ..."). The port's
-    # own line (no peer) may name another GID that ties; connections use the
-    # per-peer choice.
-    grep -q -E "\[node1:[0-9]+\] btl roce: .* -> rank .*gid: gid\[[0-9]+\] ::ffff:$new \(RoCE v2, $VMTEST_BOND" \
+    # At verbose 50 the btl prints every connection it brings up, with the
+    # GID it sends from ("path 0 to rank 1 (node2, ...) up: ... (gid[N] ADDR
+    # (RoCE v2, bond0) -> ..."). The port's own line (no peer) may name
+    # another GID that ties; connections use the per-peer choice.
+    grep -q -E "\[node1:[0-9]+\] btl roce: path [0-9]+ to rank .* up: .*\(gid\[[0-9]+\] $new \(RoCE v2, $VMTEST_BOND\)" \
         "$LOGS/addr-fresh.err" || die "node1's fresh job does not use $new's GID"
     [ "$ok" = 1 ] || die "the job running across the address change failed (exit $rc); logs $LOGS/addr.{out,err}"
 }
