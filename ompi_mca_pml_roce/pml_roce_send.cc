@@ -426,6 +426,19 @@ inline SendRequest *make_send(const void *buf, size_t count, ompi_datatype_t *dt
     return r;
 }
 
+// The fast path of isend and send: a contiguous, non-synchronous message the
+// btl takes at once (inline or in one eager fragment). True when it was sent;
+// then no request is needed.
+inline bool send_eager_now(PmlComm *pc, mca_bml_base_endpoint_t *ep, const void *buf,
+                           size_t count, ompi_datatype_t *dt, int tag,
+                           mca_pml_base_send_mode_t mode, uint16_t seq) noexcept {
+    const char *start;
+    uint64_t bytes;
+    return OPAL_LIKELY(layout_of(dt, count, buf, &start, &bytes) &&
+                       mode != MCA_PML_BASE_SEND_SYNCHRONOUS) &&
+           OPAL_LIKELY(eager_contig(pc, ep, start, bytes, tag, seq) == Eager::kSent);
+}
+
 inline void activate(SendRequest *r) noexcept {
     ompi_request_t *o = &r->base.req_base.req_ompi;
     o->req_complete = REQUEST_PENDING;
@@ -466,16 +479,11 @@ int mca_pml_roce_isend(const void *buf, size_t count, ompi_datatype_t *dt, int d
         return unreachable(comm, dst, proc);
     }
     uint16_t seq = next_seq(pc, dst);
-    const char *start;
-    uint64_t bytes;
-    if (OPAL_LIKELY(layout_of(dt, count, buf, &start, &bytes) &&
-                    mode != MCA_PML_BASE_SEND_SYNCHRONOUS)) {
-        if (OPAL_LIKELY(eager_contig(pc, ep, start, bytes, tag, seq) == Eager::kSent)) {
-            // Nothing left to do: MPI allows the empty request here (only a
-            // send's cancelled flag is defined, and it cannot be set now).
-            *request = &ompi_request_empty;
-            return OMPI_SUCCESS;
-        }
+    if (send_eager_now(pc, ep, buf, count, dt, tag, mode, seq)) {
+        // Nothing left to do: MPI allows the empty request here (only a
+        // send's cancelled flag is defined, and it cannot be set now).
+        *request = &ompi_request_empty;
+        return OMPI_SUCCESS;
     }
     SendRequest *r = make_send(buf, count, dt, dst, tag, mode, comm, ep, 0, false);
     if (OPAL_UNLIKELY(r == nullptr)) {
@@ -503,13 +511,8 @@ int mca_pml_roce_send(const void *buf, size_t count, ompi_datatype_t *dt, int ds
         return unreachable(comm, dst, proc);
     }
     uint16_t seq = next_seq(pc, dst);
-    const char *start;
-    uint64_t bytes;
-    if (OPAL_LIKELY(layout_of(dt, count, buf, &start, &bytes) &&
-                    mode != MCA_PML_BASE_SEND_SYNCHRONOUS)) {
-        if (OPAL_LIKELY(eager_contig(pc, ep, start, bytes, tag, seq) == Eager::kSent)) {
-            return OMPI_SUCCESS;
-        }
+    if (send_eager_now(pc, ep, buf, count, dt, tag, mode, seq)) {
+        return OMPI_SUCCESS;
     }
     // A buffered send may complete before its data is sent: it needs a
     // request that outlives this call, so it retains what it uses.
