@@ -22,27 +22,6 @@ using util::LogLevel;
 using util::Result;
 using util::Status;
 
-const char *to_string(EpState s) noexcept {
-    switch (s) {
-    case EpState::kClosed: return "closed";
-    case EpState::kConnecting: return "connecting";
-    case EpState::kConnected: return "connected";
-    case EpState::kFailed: return "failed";
-    }
-    return "?";
-}
-
-const char *to_string(PathState s) noexcept {
-    switch (s) {
-    case PathState::kIdle: return "idle";
-    case PathState::kConnecting: return "connecting";
-    case PathState::kAwaitRtu: return "awaiting RTU";
-    case PathState::kUp: return "up";
-    case PathState::kDraining: return "draining";
-    }
-    return "?";
-}
-
 namespace {
 
 uint64_t name_of(const opal_process_name_t &pn) {
@@ -65,12 +44,13 @@ uint32_t random_psn() {
 
 Endpoint::Endpoint(Module &module, opal_proc_t *proc, uint64_t peer_name,
                    uint16_t peer_port_index, wire::PortAdvert peer_port, PathChoice path)
-    : module_(&module), proc_(proc), peer_name_(peer_name), peer_port_index_(peer_port_index),
-      peer_port_(std::move(peer_port)), path_(std::move(path)),
+    : module_(&module), proc_(proc), peer_port_(std::move(peer_port)), path_(std::move(path)),
       completed_(module.config().seq_span), received_(module.config().seq_span) {
+    name = peer_name;
+    port_index = peer_port_index;
     opal_process_name_t pn = name_from(peer_name);
     const char *host = (proc && proc->proc_hostname) ? proc->proc_hostname : "?";
-    label_ = util::format("rank %u (%s, %s)", pn.vpid, host, OPAL_NAME_PRINT(pn));
+    label = util::format("rank %u (%s, %s)", pn.vpid, host, OPAL_NAME_PRINT(pn));
 }
 
 Endpoint::~Endpoint() = default;
@@ -118,7 +98,7 @@ Endpoint *Module::make_endpoint(opal_proc_t *proc, std::string *why) {
                                          util::IpAddress::from_gid(ep->path().dgid));
         log_.write(LogLevel::kDebug,
                    util::format("%s:%d -> %s: %s", plan_.device.c_str(), plan_.port,
-                                ep->label().c_str(), ep->path().why.c_str()));
+                                ep->label.c_str(), ep->path().why.c_str()));
         Endpoint *raw = ep.get();
         endpoints_.push_back(std::move(ep));
         by_name_[name] = raw;
@@ -128,13 +108,9 @@ Endpoint *Module::make_endpoint(opal_proc_t *proc, std::string *why) {
     return nullptr;
 }
 
-Endpoint *Module::endpoint_for_name(uint64_t name, bool create, uint16_t) {
-    auto it = by_name_.find(name);
-    if (it != by_name_.end()) {
-        return it->second;
-    }
-    if (!create) {
-        return nullptr;
+bool Module::unknown_requester(uint64_t name) {
+    if (by_name_.count(name) != 0) {
+        return true; // ourselves (no handshake with the loopback endpoint)
     }
     // A peer reached us before Open MPI told us about it (remote procs are
     // added lazily): look the proc up by name, as btl tcp and uct do.
@@ -143,7 +119,7 @@ Endpoint *Module::endpoint_for_name(uint64_t name, bool create, uint16_t) {
         log_.write(LogLevel::kWarn,
                    util::format("connection request from unknown process %s ignored",
                                 OPAL_NAME_PRINT(name_from(name))));
-        return nullptr;
+        return false;
     }
     std::string why;
     Endpoint *ep = make_endpoint(proc, &why);
@@ -152,16 +128,7 @@ Endpoint *Module::endpoint_for_name(uint64_t name, bool create, uint16_t) {
                    util::format("connection request from %s refused: %s",
                                 OPAL_NAME_PRINT(name_from(name)), why.c_str()));
     }
-    return ep;
-}
-
-unsigned Module::paths_for(const Endpoint &ep) const {
-    if (ep.is_self() || cfg_.lag_policy == LagPolicy::kOff) {
-        return 1;
-    }
-    unsigned n = cfg_.num_paths != 0 ? cfg_.num_paths
-                                     : static_cast<unsigned>(std::max(1, plan_.lag_members));
-    return std::min<unsigned>(n, wire::kMaxPaths);
+    return true;
 }
 
 qp::QpParams Module::rc_params(const Path &path) const {
@@ -260,8 +227,8 @@ Status Module::create_paired_qp(Endpoint &ep, size_t i, uint32_t remote_qpn,
 // sgid index, pkey, port and MTU are checked against the machine as it is
 // now, so a GID that moved when the bond was readdressed is followed (or the
 // transition refused with the diagnostic), never sent blindly.
-Status Module::connect_qp(Endpoint &ep, Path &path, qp::QueuePair &qp, uint32_t remote_qpn,
-                          uint32_t remote_psn) {
+Status Module::connect_path_qp(Endpoint &ep, Path &path, qp::QueuePair &qp, uint32_t remote_qpn,
+                               uint32_t remote_psn) {
     qp::RemoteEnd remote;
     remote.gid = ep.path().dgid;
     remote.qpn = remote_qpn;

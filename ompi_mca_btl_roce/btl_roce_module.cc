@@ -225,6 +225,17 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
         return dev.status();
     }
     m->dev_ = std::move(dev.value());
+    CmConfig cc;
+    cc.connect_timeout_s = cfg.connect_timeout_s;
+    cc.connect_retry_s = cfg.connect_retry_s;
+    cc.reconnect_delay_s = cfg.reconnect_delay_s;
+    cc.credits = cfg.credits_per_peer;
+    CmIdentity me;
+    me.name = m->my_name_;
+    me.port_index = m->port_index_;
+    me.ud_qpn = m->dev_->ud_qp()->qp_num;
+    CmHost &host = *m;
+    m->cm_ = std::make_unique<ConnectionManager>(host, me, cc, log);
     // Queue affinity needs an mlx5 device in LAG mode (num_lag_ports > 1);
     // everywhere else paths are spread by UDP source port.
     if (const topo::DeviceInfo *di = plan.snapshot ? plan.snapshot->find_device(plan.device)
@@ -278,6 +289,7 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
 
 Module::~Module() {
     // QPs first, then registrations, then the PD/CQ/context (Device).
+    cm_.reset();
     endpoints_.clear();
     rdma_slab_ = RegisteredSlab{};
     if (rcache_ != nullptr) {
@@ -286,6 +298,13 @@ Module::~Module() {
     }
     dev_.reset();
     OBJ_DESTRUCT(&lock_);
+}
+
+void Module::set_port_index(uint16_t i) {
+    port_index_ = i;
+    CmIdentity me = cm_->identity();
+    me.port_index = i;
+    cm_->set_identity(me);
 }
 
 wire::PortAdvert Module::advert() const { return advertise(plan_, dev_->ud_qp()->qp_num); }
@@ -337,7 +356,7 @@ void Module::log_path_stats() {
             log_.write(util::LogLevel::kInfo,
                        util::format("path %zu to %s: source port 0x%04x%s, %llu bytes, %llu "
                                     "messages, %llu retransmits, %llu failovers, %llu reconnects",
-                                    i, ep->label().c_str(), p.spread.sport,
+                                    i, ep->label.c_str(), p.spread.sport,
                                     p.spread.member >= 0
                                         ? util::format(" (member %d)", p.spread.member).c_str()
                                         : "",
