@@ -55,30 +55,31 @@ Endpoint::Endpoint(Module &module, opal_proc_t *proc, uint64_t peer_name,
 
 Endpoint::~Endpoint() = default;
 
-Endpoint *Module::make_endpoint(opal_proc_t *proc, std::string *why) {
+Result<wire::ModexAddress> fetch_address(opal_proc_t *proc) {
     uint8_t *blob = nullptr;
     size_t size = 0;
     int rc = OPAL_SUCCESS;
     OPAL_MODEX_RECV(rc, &mca_btl_roce_component.super.btl_version, &proc->proc_name,
                     reinterpret_cast<void **>(&blob), &size);
     if (rc != OPAL_SUCCESS || blob == nullptr) {
-        *why = "the peer published no roce address (no usable RoCE port there, or btl roce "
-               "excluded on it)";
-        return nullptr;
+        return Status(Code::kNotFound,
+                      "the peer published no roce address (no usable RoCE port there, or btl "
+                      "roce excluded on it)");
     }
     auto addr = wire::parse_modex(blob, size);
     free(blob);
-    if (!addr) {
-        *why = addr.status().message();
-        return nullptr;
-    }
+    return addr;
+}
+
+Endpoint *Module::add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr,
+                               std::string *why) {
     std::vector<std::string> reasons;
-    for (size_t i = 0; i < addr->ports.size(); ++i) {
-        const wire::PortAdvert &pp = addr->ports[i];
+    for (size_t i = 0; i < addr.ports.size(); ++i) {
+        const wire::PortAdvert &pp = addr.ports[i];
         if (pp.qkey != plan_.qkey) {
             reasons.push_back(util::format("peer port %s:%u uses qkey %s, we use %s (set "
                                            "btl_roce_qkey the same everywhere)",
-                                           pp.device.c_str(), pp.port,
+                                           util::printable(pp.device).c_str(), pp.port,
                                            util::hex32(pp.qkey).c_str(),
                                            util::hex32(plan_.qkey).c_str()));
             continue;
@@ -92,6 +93,7 @@ Endpoint *Module::make_endpoint(opal_proc_t *proc, std::string *why) {
         auto ep = std::make_unique<Endpoint>(*this, proc, name, static_cast<uint16_t>(i), pp,
                                              path.value());
         ep->self_ = (name == my_name_);
+        ep->token = addr.token;
         BondView bond = bond_view(*plan_.snapshot, ep->path().selection.netdev);
         ep->spread_model_ = spread_model(bond.members, bond.hash_policy,
                                          util::IpAddress::from_gid(ep->path().sgid),
@@ -108,27 +110,44 @@ Endpoint *Module::make_endpoint(opal_proc_t *proc, std::string *why) {
     return nullptr;
 }
 
+// A REQ with our token came from a name we have no endpoint for: a process
+// of our job that Open MPI has not added yet (remote procs are added
+// lazily). Only names of our own job, within its size, are looked up, and
+// not here: the lookup reads the modex (which may block on the PMIx server)
+// and may allocate an opal_proc_t, so it runs in progress() without the
+// module lock (resolve_lookups). The requester's next REQ finds the endpoint.
 bool Module::unknown_requester(uint64_t name) {
     if (by_name_.count(name) != 0) {
         return true; // ourselves (no handshake with the loopback endpoint)
     }
-    // A peer reached us before Open MPI told us about it (remote procs are
-    // added lazily): look the proc up by name, as btl tcp and uct do.
-    opal_proc_t *proc = opal_proc_for_name(name_from(name));
-    if (proc == nullptr) {
-        log_.write(LogLevel::kWarn,
-                   util::format("connection request from unknown process %s ignored",
-                                OPAL_NAME_PRINT(name_from(name))));
+    uint32_t jobid = static_cast<uint32_t>(name >> 32);
+    uint32_t vpid = static_cast<uint32_t>(name & 0xffffffffu);
+    if (jobid != static_cast<uint32_t>(my_name_ >> 32) ||
+        (who_.job_size != 0 && vpid >= who_.job_size) || lookup_failed_.count(name) != 0) {
         return false;
     }
-    std::string why;
-    Endpoint *ep = make_endpoint(proc, &why);
-    if (ep == nullptr) {
-        log_.write(LogLevel::kWarn,
-                   util::format("connection request from %s refused: %s",
-                                OPAL_NAME_PRINT(name_from(name)), why.c_str()));
+    if (std::find(lookups_.begin(), lookups_.end(), name) == lookups_.end() &&
+        lookups_.size() < kMaxLookups) {
+        lookups_.push_back(name);
     }
     return true;
+}
+
+void Module::resolve_lookups(const std::vector<uint64_t> &names) {
+    for (uint64_t name : names) {
+        opal_proc_t *proc = opal_proc_for_name(name_from(name));
+        auto addr = proc ? fetch_address(proc)
+                         : Result<wire::ModexAddress>(Status(Code::kNotFound, "no such process"));
+        OPAL_THREAD_LOCK(&lock_);
+        std::string why = addr ? "" : addr.status().message();
+        if (by_name_.count(name) == 0 && (!addr || add_endpoint(proc, *addr, &why) == nullptr)) {
+            lookup_failed_.insert(name);
+            log_.write(LogLevel::kWarn,
+                       util::format("connection request from %s refused: %s",
+                                    OPAL_NAME_PRINT(name_from(name)), why.c_str()));
+        }
+        OPAL_THREAD_UNLOCK(&lock_);
+    }
 }
 
 qp::QpParams Module::rc_params(const Path &path) const {

@@ -33,6 +33,7 @@ struct PathStats {
     uint64_t retransmits = 0; ///< fragments resent after this path failed
     uint64_t failovers = 0;   ///< times this path failed while carrying traffic
     uint64_t reconnects = 0;  ///< times it was connected again after a failure
+    uint64_t bad_credits = 0; ///< credits the peer returned beyond its window (refused)
 };
 
 /// One RC queue pair to the peer: its handshake state (PathConn, written by

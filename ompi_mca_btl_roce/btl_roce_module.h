@@ -9,6 +9,7 @@
 #include <string>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "opal/mca/btl/btl.h"
@@ -69,6 +70,16 @@ struct ModuleConfig {
     uint32_t seq_span = 8192;        ///< data fragments in flight per endpoint, at most
 };
 
+/// What the component knows about this process, the same for every module.
+struct ProcessInfo {
+    uint64_t token = 0;    ///< our connection token, published in the modex (never 0)
+    uint32_t job_size = 0; ///< processes in our job, from PMIx (0: unknown)
+};
+
+/// A peer's modex address (a blocking PMIx read: call without the module
+/// lock). kNotFound when it published none, kProtocol when it is malformed.
+util::Result<wire::ModexAddress> fetch_address(opal_proc_t *proc);
+
 /// Module template (registration of the generic btl_roce_* parameters writes
 /// into it; every module starts as a copy).
 extern mca_btl_base_module_t g_module_template;
@@ -83,8 +94,11 @@ void init_module_template();
 /// each handshake step, and the data path's reaction to paths coming and going.
 class Module final : private CmHost {
 public:
+    /// The module for `plan`'s port, its Device open and its UD QP ready.
+    /// `who` and `log` are the component's; `log` must outlive the module.
     static util::Result<std::unique_ptr<Module>> create(const PortPlan &plan,
                                                         const ModuleConfig &cfg,
+                                                        const ProcessInfo &who,
                                                         util::LogSink &log);
     ~Module() override;
 
@@ -183,7 +197,12 @@ private:
 
     // Endpoints and their QPs (btl_roce_endpoint.cc, btl_roce_cm.cc), lock held.
     static Endpoint &ep_of(Peer &peer) { return static_cast<Endpoint &>(peer); }
-    Endpoint *make_endpoint(opal_proc_t *proc, std::string *why);
+    /// An endpoint for `proc` on the first of its ports we reach; nullptr
+    /// (and `why`) when none is.
+    Endpoint *add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr, std::string *why);
+    /// Looks up the names unknown_requester queued (called without the lock).
+    void resolve_lookups(const std::vector<uint64_t> &names);
+    static constexpr size_t kMaxLookups = 64;
     void start_connect(Endpoint &ep);
     void connect_self(Endpoint &ep);
     qp::QpParams rc_params(const Path &path) const;
@@ -248,6 +267,7 @@ private:
     util::LogSink &log_;
     uint16_t port_index_ = 0;
     uint64_t my_name_ = 0;
+    ProcessInfo who_;
     opal_mutex_t lock_;
 
     std::unique_ptr<Device> dev_;
@@ -255,6 +275,8 @@ private:
     mca_rcache_base_module_t *rcache_ = nullptr;
     std::vector<std::unique_ptr<Endpoint>> endpoints_;
     std::unordered_map<uint64_t, Endpoint *> by_name_;
+    std::vector<uint64_t> lookups_;            ///< unknown requesters to look up (bounded)
+    std::unordered_set<uint64_t> lookup_failed_; ///< names looked up in vain (at most job size)
     struct QpRef {
         Endpoint *ep = nullptr;
         size_t path = 0;

@@ -54,7 +54,12 @@ int Module::progress() {
         cm_->run_timers(now_seconds());
     }
     todo.swap(deferred_);
+    std::vector<uint64_t> lookups;
+    lookups.swap(lookups_);
     OPAL_THREAD_UNLOCK(&lock_);
+    if (!lookups.empty()) {
+        resolve_lookups(lookups);
+    }
     run_deferred(todo);
     return n > 0 ? n : 0;
 }
@@ -230,7 +235,9 @@ void Module::handle_recv(const ibv_wc &wc) {
     Path &path = ep.paths_[it->second.path];
     if (live) {
         cm_->on_rc_message(ep, it->second.path); // the first message doubles as the RTU
-        path.credits.add(hdr->credits);
+        if (path.credits.add(hdr->credits) != 0) {
+            ++path.stats.bad_credits; // more than the window: never trusted
+        }
     }
     bool deliver = false;
     if (hdr->type == wire::FragType::kData) {

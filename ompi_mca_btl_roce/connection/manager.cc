@@ -5,7 +5,10 @@
 // work and tells the data path. Retransmissions are driven by run_timers.
 #include "connection/manager.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
+#include <cerrno>
 
 #include "util/net.h"
 #include "util/strings.h"
@@ -40,6 +43,10 @@ namespace {
 
 constexpr double kMaxRetryInterval = 2.0;
 constexpr double kMaxReconnectDelay = 5.0;
+/// A requester repeats its REQ at least every kMaxRetryInterval while it
+/// waits for our REP: four intervals without one, or an RTU, or traffic,
+/// mean it gave up.
+constexpr double kAwaitRtuTimeout = 4 * kMaxRetryInterval;
 
 std::string gid_text(const wire::Gid &g) { return util::IpAddress::from_gid(g).to_string(); }
 
@@ -54,6 +61,10 @@ ConnectionManager::ConnectionManager(CmHost &host, const CmIdentity &me, const C
                                      util::LogSink &log)
     : host_(host), me_(me), cfg_(cfg), log_(log), warn_(cfg.warn_interval_s, 16) {}
 
+double ConnectionManager::await_rtu_timeout() const {
+    return std::min(kAwaitRtuTimeout, cfg_.connect_timeout_s / 2);
+}
+
 // ------------------------------------------------------------ sending ---
 
 wire::CmMessage ConnectionManager::message(const Peer &peer, wire::CmType type) const {
@@ -61,6 +72,8 @@ wire::CmMessage ConnectionManager::message(const Peer &peer, wire::CmType type) 
     m.type = type;
     m.src_name = me_.name;
     m.dst_name = peer.name;
+    m.src_token = me_.token;
+    m.dst_token = peer.token;
     m.src_ud_qpn = me_.ud_qpn;
     m.src_port = me_.port_index;
     m.dst_port = peer.port_index;
@@ -144,8 +157,6 @@ void ConnectionManager::request_paths(Peer &peer, size_t first, size_t count) {
         PathConn &p = peer.path_conn(i);
         p.state = PathState::kConnecting;
         p.conn_id = id;
-        p.batch_first = static_cast<uint8_t>(first);
-        p.batch_count = static_cast<uint8_t>(count);
         p.tries = 1;
         p.retry_interval = cfg_.connect_retry_s;
         p.next_retry = now + p.retry_interval;
@@ -161,10 +172,23 @@ void ConnectionManager::request_paths(Peer &peer, size_t first, size_t count) {
                                               peer.label.c_str(), first, first + count - 1));
 }
 
+void ConnectionManager::schedule_reconnect(Peer &peer, size_t i) {
+    PathConn &p = peer.path_conn(i);
+    double delay = cfg_.reconnect_delay_s * (1 << std::min(p.tries, 6));
+    p.reconnect_at = host_.now() + std::min(delay, kMaxReconnectDelay);
+    ++p.tries;
+    watch(peer);
+}
+
 void ConnectionManager::reconnect_path(Peer &peer, size_t i) {
     auto qp = host_.open_qp(peer, i);
     if (!qp) {
-        path_failed(peer, i, qp.status().message());
+        // The path has no QP to retire: try again later (a QP may be
+        // creatable once others are destroyed).
+        log_.write(LogLevel::kWarn, util::format("path %zu to %s: %s; trying again", i,
+                                                 peer.label.c_str(),
+                                                 qp.status().message().c_str()));
+        schedule_reconnect(peer, i);
         return;
     }
     PathConn &p = peer.path_conn(i);
@@ -192,24 +216,49 @@ void ConnectionManager::on_datagram(const wire::Gid *from, const uint8_t *data, 
         return;
     }
     const wire::CmMessage &m = *msg;
-    if (m.dst_name != me_.name) {
+    if (m.dst_name != me_.name || m.dst_port != me_.port_index) {
         drop_unattributed(&CmDrops::misdirected, "misdirected",
-                          util::format("%s for %s (not this process)", wire::to_string(m.type),
-                                       name_text(m.dst_name).c_str()));
+                          util::format("%s for %s port %u (not this process and port)",
+                                       wire::to_string(m.type), name_text(m.dst_name).c_str(),
+                                       m.dst_port));
         return;
     }
+    // Authenticate before anything else looks at the message: it must carry
+    // our token and the named sender's.
+    bool to_us = same_token(m.dst_token, me_.token);
     Peer *peer = host_.find_peer(m.src_name);
-    if (peer == nullptr && m.type == wire::CmType::kRequest &&
-        host_.unknown_requester(m.src_name)) {
-        peer = host_.find_peer(m.src_name);
-        if (peer == nullptr) {
-            return; // being looked up; the requester's retransmission finds the peer
+    if (peer == nullptr) {
+        if (!to_us) {
+            drop_unattributed(&CmDrops::unauthenticated, "token",
+                              util::format("%s claiming to be from %s with a wrong connection "
+                                           "token (forged, or from another job)",
+                                           wire::to_string(m.type),
+                                           name_text(m.src_name).c_str()));
+            return;
+        }
+        if (m.type == wire::CmType::kRequest && host_.unknown_requester(m.src_name)) {
+            peer = host_.find_peer(m.src_name);
+            if (peer == nullptr) {
+                return; // being looked up; the requester's retransmission finds the peer
+            }
+        } else {
+            drop_unattributed(&CmDrops::unknown_sender, "unknown",
+                              util::format("%s from %s, a process outside the jobs known here",
+                                           wire::to_string(m.type),
+                                           name_text(m.src_name).c_str()));
+            return;
         }
     }
-    if (peer == nullptr) {
-        drop_unattributed(&CmDrops::unknown_sender, "unknown",
-                          util::format("%s from unknown process %s", wire::to_string(m.type),
-                                       name_text(m.src_name).c_str()));
+    if (!to_us || !same_token(m.src_token, peer->token)) {
+        drop_for_peer(*peer, &CmDrops::unauthenticated,
+                      "a connection message with a wrong token (forged, or from another job)");
+        return;
+    }
+    if (m.src_port != peer->port_index) {
+        drop_for_peer(*peer, &CmDrops::misdirected,
+                      util::format("a connection message from its port %u (we talk to its "
+                                   "port %u)",
+                                   m.src_port, peer->port_index));
         return;
     }
     switch (m.type) {
@@ -243,7 +292,6 @@ void ConnectionManager::on_request(Peer &peer, const wire::Gid *from, const wire
     if (peer.state == EpState::kFailed) {
         return;
     }
-    learn_address(peer, from, m);
     if (host_.revalidate(peer, false)) {
         readdressed(peer); // our GID went away since the policy chose it
     }
@@ -255,10 +303,18 @@ void ConnectionManager::on_request(Peer &peer, const wire::Gid *from, const wire
         PathConn &head = peer.path_conn(first);
         if ((head.state == PathState::kAwaitRtu || head.state == PathState::kUp) &&
             m.conn_id == head.peer_conn_id) {
-            // Our REP was lost: send the same one again.
+            // Our REP was lost: send the same one again. The requester is
+            // alive and still waiting: give the RTU time again.
             if (!head.last_reply.empty()) {
                 std::vector<uint8_t> again = head.last_reply;
                 (void)host_.send_cm(peer, again);
+            }
+            double until = host_.now() + await_rtu_timeout();
+            for (size_t i = first; i < first + count; ++i) {
+                PathConn &p = peer.path_conn(i);
+                if (p.state == PathState::kAwaitRtu && p.peer_conn_id == m.conn_id) {
+                    p.await_until = until;
+                }
             }
             return;
         }
@@ -268,13 +324,27 @@ void ConnectionManager::on_request(Peer &peer, const wire::Gid *from, const wire
             return;
         }
     }
-    if (m.conn_id <= peer.peer_lost_conn) {
-        // A late copy of the REQ that lost the race: answering it would tear
-        // down the connection our REQ made for QPs the peer no longer has.
-        log_.write(LogLevel::kDebug, util::format("stale REQ %u from %s (lost a race) ignored",
-                                                  m.conn_id, peer.label.c_str()));
+    bool answered = false;
+    for (size_t i = first; i < first + count; ++i) {
+        answered = answered || peer.path_conn(i).peer_conn_id >= m.conn_id;
+    }
+    if (m.conn_id <= peer.peer_lost_conn || answered) {
+        // A late copy of a REQ that lost the race, or of one we answered
+        // before and whose path has failed since: answering it would tear
+        // down the connection our REQ made, or pair a new QP of ours with a
+        // QP the peer no longer has. (A peer's connection ids only grow.)
+        log_.write(LogLevel::kDebug, util::format("stale REQ %u from %s refused", m.conn_id,
+                                                  peer.label.c_str()));
+        ++peer.drops.unexpected;
+        // Should the peer still be waiting for an answer to it (our REP was
+        // lost and our path failed since), it starts over with a new REQ.
+        reject(peer, m.conn_id, m.first_path, wire::RejectReason::kStaleRequest,
+               "that request was answered or superseded before");
         return;
     }
+    // A genuine, current request: only now may it tell us where the peer is.
+    learn_address(peer, from, m);
+    uint32_t superseded = 0;
     for (size_t i = first; i < first + count; ++i) {
         PathConn &p = peer.path_conn(i);
         // A path that was up restarts from the peer's side (its QP failed):
@@ -286,6 +356,7 @@ void ConnectionManager::on_request(Peer &peer, const wire::Gid *from, const wire
         // has never carried anything: drop it, the responder picks anew.
         if (p.local_qpn != 0 && p.state == PathState::kConnecting) {
             p.abandoned_conn_id = p.conn_id;
+            superseded = std::max(superseded, p.conn_id);
             retire(peer, i);
         }
     }
@@ -308,7 +379,7 @@ void ConnectionManager::on_request(Peer &peer, const wire::Gid *from, const wire
         p.remote_qpn = m.paths[i - first].qpn;
         p.peer_credits = m.credits;
         p.reconnect_at = 0;
-        p.await_until = now + cfg_.connect_timeout_s;
+        p.await_until = now + await_rtu_timeout();
         p.state = PathState::kAwaitRtu;
     }
     if (peer.state == EpState::kClosed) {
@@ -316,7 +387,9 @@ void ConnectionManager::on_request(Peer &peer, const wire::Gid *from, const wire
         peer.deadline = now + cfg_.connect_timeout_s;
     }
     watch(peer);
-    s = send(peer, handshake(peer, wire::CmType::kReply, m.conn_id, first, count));
+    wire::CmMessage rep = handshake(peer, wire::CmType::kReply, m.conn_id, first, count);
+    rep.superseded = superseded;
+    s = send(peer, rep);
     if (!s) {
         log_.write(LogLevel::kDebug, "REP to " + peer.label + " not sent: " + s.message() +
                                          " (the peer retransmits its REQ)");
@@ -326,9 +399,9 @@ void ConnectionManager::on_request(Peer &peer, const wire::Gid *from, const wire
 void ConnectionManager::on_reply(Peer &peer, const wire::Gid *from, const wire::CmMessage &m) {
     size_t first = m.first_path, count = m.paths.size();
     if (peer.path_count() < first + count) {
+        ++peer.drops.unexpected;
         return;
     }
-    learn_address(peer, from, m);
     bool matched = false, abandoned = false;
     for (size_t i = first; i < first + count; ++i) {
         const PathConn &p = peer.path_conn(i);
@@ -346,8 +419,14 @@ void ConnectionManager::on_reply(Peer &peer, const wire::Gid *from, const wire::
             reject(peer, m.conn_id, m.first_path, wire::RejectReason::kStale,
                    "that request was abandoned (both sides connected at once)");
         }
+        ++peer.drops.unexpected;
         return; // an RTU here would bring up the peer's QPs for nothing
     }
+    learn_address(peer, from, m);
+    // The peer gave up its own REQ for these paths to answer ours: copies of
+    // it still in flight are stale (without this, a copy that arrives now
+    // looks like the peer reconnecting, and tears down what we just made).
+    peer.peer_lost_conn = std::max(peer.peer_lost_conn, m.superseded);
     for (size_t i = first; i < first + count; ++i) {
         PathConn &p = peer.path_conn(i);
         if (p.state != PathState::kConnecting || p.conn_id != m.conn_id) {
@@ -385,8 +464,12 @@ void ConnectionManager::on_reject(Peer &peer, const wire::CmMessage &m) {
             if (p.state == PathState::kAwaitRtu && p.peer_conn_id == m.conn_id) {
                 path_failed(peer, i, "the peer had abandoned that request");
             }
+        } else if (m.reason == wire::RejectReason::kStaleRequest) {
+            if (p.state == PathState::kConnecting && p.conn_id == m.conn_id) {
+                path_failed(peer, i, "the peer had answered that request before");
+            }
         } else if (p.state == PathState::kConnecting && p.conn_id == m.conn_id) {
-            path_failed(peer, i, "the peer refused the connection: " + m.text);
+            path_failed(peer, i, "the peer refused the connection: " + util::printable(m.text));
         }
     }
 }
@@ -434,10 +517,7 @@ void ConnectionManager::path_failed(Peer &peer, size_t i, const std::string &why
     PathConn &q = peer.path_conn(i);
     q.state = PathState::kIdle;
     q.conn_id = 0;
-    double delay = cfg_.reconnect_delay_s * (1 << std::min(q.tries, 6));
-    q.reconnect_at = host_.now() + std::min(delay, kMaxReconnectDelay);
-    ++q.tries;
-    watch(peer);
+    schedule_reconnect(peer, i);
     update_state(peer);
     if (was_up) {
         host_.path_lost(peer, i);
@@ -504,16 +584,31 @@ void ConnectionManager::run_peer_timers(Peer &peer, double now) {
     for (size_t i = 0; peer.state != EpState::kFailed && i < peer.path_count(); ++i) {
         PathConn &p = peer.path_conn(i);
         if (p.state == PathState::kConnecting) {
-            if (i == p.batch_first && now >= p.next_retry) {
-                (void)send(peer, handshake(peer, wire::CmType::kRequest, p.conn_id, i,
-                                           p.batch_count));
-                for (size_t k = i; k < i + p.batch_count && k < peer.path_count(); ++k) {
+            // Retransmit the REQ for the run of paths from here that still
+            // wait for it. A REQ for several paths shrinks (or splits) when
+            // one of them fails meanwhile: that one reconnects on its own,
+            // and its retired QP must not be offered again.
+            bool run_start = i == 0 || peer.path_conn(i - 1).state != PathState::kConnecting ||
+                             peer.path_conn(i - 1).conn_id != p.conn_id;
+            if (run_start && now >= p.next_retry) {
+                size_t n = 1;
+                while (i + n < peer.path_count() &&
+                       peer.path_conn(i + n).state == PathState::kConnecting &&
+                       peer.path_conn(i + n).conn_id == p.conn_id) {
+                    ++n;
+                }
+                (void)send(peer, handshake(peer, wire::CmType::kRequest, p.conn_id, i, n));
+                for (size_t k = i; k < i + n; ++k) {
                     PathConn &b = peer.path_conn(k);
                     ++b.tries;
                     b.retry_interval = std::min(b.retry_interval * 2, kMaxRetryInterval);
                     b.next_retry = now + b.retry_interval;
                 }
             }
+        } else if (p.state == PathState::kAwaitRtu && now >= p.await_until) {
+            // The requester stopped asking (it abandoned that REQ, or is
+            // gone) and no RC message came: start over from our side.
+            path_failed(peer, i, "no RTU and no traffic after our REP");
         } else if (p.state == PathState::kIdle && p.reconnect_at > 0 && now >= p.reconnect_at) {
             p.reconnect_at = 0;
             if (host_.revalidate(peer, true)) {
@@ -556,7 +651,7 @@ void ConnectionManager::drop_unattributed(uint64_t CmDrops::*counter, const std:
     uint64_t n = warn_.hit(key, host_.now());
     if (n > 0) {
         log_.write(LogLevel::kWarn,
-                   util::format("dropped %s%s", what.c_str(),
+                   util::format("dropped %s%s", util::printable(what).c_str(),
                                 n > 1 ? util::format(" (%llu such messages since the last "
                                                      "report)",
                                                      static_cast<unsigned long long>(n))
@@ -571,7 +666,7 @@ void ConnectionManager::drop_for_peer(Peer &peer, uint64_t CmDrops::*counter,
     uint64_t n = peer.warn.hit(what, host_.now());
     if (n > 0) {
         log_.write(LogLevel::kWarn,
-                   util::format("dropped %s naming %s%s", what.c_str(),
+                   util::format("dropped %s naming %s%s", util::printable(what).c_str(),
                                 peer.label.c_str(),
                                 n > 1 ? util::format(" (%llu such messages since the last "
                                                      "report)",
@@ -579,6 +674,33 @@ void ConnectionManager::drop_for_peer(Peer &peer, uint64_t CmDrops::*counter,
                                             .c_str()
                                       : ""));
     }
+}
+
+} // namespace roce::btl
+
+namespace roce::btl {
+
+util::Result<uint64_t> new_token() {
+    for (int attempt = 0; attempt < 8; ++attempt) {
+        uint64_t t = 0;
+        ssize_t n = getrandom(&t, sizeof(t), 0);
+        if (n != static_cast<ssize_t>(sizeof(t))) {
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            return Status::from_errno(n < 0 ? errno : EIO,
+                                      "getrandom(8 bytes) for the connection token");
+        }
+        if (t != 0) {
+            return t;
+        }
+    }
+    return Status(Code::kUnavailable, "getrandom returned only zeros");
+}
+
+bool same_token(uint64_t a, uint64_t b) noexcept {
+    // One 64-bit comparison: no early exit on the first differing byte.
+    return (a ^ b) == 0;
 }
 
 } // namespace roce::btl

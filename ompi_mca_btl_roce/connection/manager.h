@@ -164,6 +164,7 @@ public:
 private:
     friend class ConnectionManagerTestPeer;
 
+    double await_rtu_timeout() const;
     wire::CmMessage message(const Peer &peer, wire::CmType type) const;
     wire::CmMessage handshake(Peer &peer, wire::CmType type, uint32_t conn_id, size_t first,
                               size_t count) const;
@@ -172,6 +173,7 @@ private:
                 const std::string &text);
     void request_paths(Peer &peer, size_t first, size_t count);
     void reconnect_path(Peer &peer, size_t i);
+    void schedule_reconnect(Peer &peer, size_t i);
     void retire(Peer &peer, size_t i);
     void update_state(Peer &peer);
     void watch(Peer &peer);

@@ -37,9 +37,8 @@ struct PathConn {
     uint32_t local_psn = 0;
     uint32_t remote_qpn = 0;
     uint32_t peer_credits = 0;  ///< the receive window the peer granted (REQ/REP)
-    uint32_t conn_id = 0;       ///< our REQ for this path (0: none pending)
-    uint8_t batch_first = 0;    ///< the REQ covers paths [batch_first, +batch_count)
-    uint8_t batch_count = 1;
+    uint32_t conn_id = 0;       ///< our REQ for this path (0: none pending); one REQ
+                                ///< covers a run of adjacent paths with the same id
     uint32_t peer_conn_id = 0;  ///< the peer's REQ we answered
     uint32_t abandoned_conn_id = 0; ///< our REQ that lost a race (its REP is stale)
     std::vector<uint8_t> last_reply; ///< REP we sent, resent on a duplicate REQ
