@@ -29,7 +29,36 @@
 //    the send CQ unless fail_next_send() scripts an error completion (the QP
 //    then goes to ERR and later WRs flush, as hardware does); deliver_recv()
 //    completes the oldest posted receive; push_completion() adds any CQE;
-//  - EBUSY when a CQ/PD/SRQ still in use is destroyed;
+//  - EBUSY when a CQ/PD/SRQ still in use is destroyed, and when a context
+//    is closed while anything created from it lives. (rdma-core's close
+//    succeeds and the kernel then destroys the children, leaving every
+//    handle to them dangling: a later ibv_destroy_qp through one is a
+//    use-after-free. The fake refuses instead, so a test sees the wrong
+//    order as last_destroy_errno() == EBUSY and live_objects() > 0);
+//  - what QP teardown depends on:
+//      * a QP attached to an SRQ that enters ERR (modify_qp, or an error
+//        completion) queues IBV_EVENT_QP_LAST_WQE_REACHED on its context
+//        (IBA o11-5.2.5: raised when the QP is in ERR and no more SRQ WQEs
+//        will be consumed by it; the fake delivers a message at once, so
+//        that is at the transition). mlx5 raises it (firmware event
+//        MLX5_EVENT_TYPE_SRQ_LAST_WQE, mapped in mlx5_ib's QP event
+//        handler). rdma_rxe on Linux 6.1 never does: its responder only
+//        drains (rxe_drain_req_pkts in rxe_resp.c); the event came with
+//        "RDMA/rxe: Send last wqe reached event on qp cleanup" (June 2023,
+//        flush_recv_queue). FakeDevice::raises_last_wqe: on for mlx5 names,
+//        off for the others (rxe as in Debian 12);
+//      * destroy_qp on mlx5 removes the QP's completions still in its CQs
+//        (rdma-core providers/mlx5/verbs.c mlx5_destroy_qp ->
+//        __mlx5_cq_clean in providers/mlx5/cq.c, for user QPs; the kernel's
+//        destroy_qp_common -> __mlx5_ib_cq_clean does the same for kernel
+//        QPs) and gives each consumed SRQ receive back to the SRQ: the
+//        message is gone although the sender got its RC ACK. rxe leaves them
+//        (FakeDevice::cleans_cq_on_destroy);
+//      * destroying a QP drops its queued async events (uverbs does);
+//      * each context's async_fd is a real fd (an eventfd counting the
+//        queued events) that can be made non-blocking and polled;
+//      * busy_deregs(): MRs deregistered while a posted receive still
+//        pointed into them;
 //  - any call can be made to fail on demand (fail()).
 //
 // Thread safety: none; one test thread at a time. Up to 8 FakeVerbs may
@@ -86,6 +115,9 @@ struct FakeDevice {
     int lag_port_down = 0;          ///< a LAG port (1-based) whose link is down: QPs
                                     ///< configured for it are active on another one
     bool checks_pkey_index = true;  ///< mlx5 refuses pkey_index >= table (rxe does not)
+    bool raises_last_wqe = true;    ///< SRQ QP in ERR -> IBV_EVENT_QP_LAST_WQE_REACHED
+                                    ///< (the IBA requires it; rxe on Linux 6.1 does not)
+    bool cleans_cq_on_destroy = false; ///< destroy_qp removes the QP's CQEs (mlx5)
     std::vector<FakePort> ports;    ///< ports[0] is port 1
 };
 
@@ -167,6 +199,14 @@ public:
     const std::string &last_modify_reason() const { return last_modify_reason_; }
     /// Open contexts + PDs + MRs + CQs + SRQs + QPs + AHs + channels.
     size_t live_objects() const;
+    /// How many dereg_mr calls came while a posted receive (on an SRQ or a
+    /// QP) still pointed into the MR. The kernel allows it; a message
+    /// arriving then is written through a dead registration - into freed
+    /// memory once the buffer is freed. 0 when teardown runs in reverse
+    /// creation order (QPs and SRQs before their buffers).
+    size_t busy_deregs() const;
+    /// Completions waiting in `cq` (not consumed by poll_cq yet).
+    size_t cq_depth(const ibv_cq *cq) const;
 
     /// Implementation state (fake_verbs_state.h); not for tests.
     struct State;
