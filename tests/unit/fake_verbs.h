@@ -27,7 +27,8 @@
 //  - post_send (only in RTS) / post_recv / post_srq_recv, recorded with
 //    copies of the work requests; signaled sends complete with success on
 //    the send CQ unless fail_next_send() scripts an error completion (the QP
-//    then goes to ERR and later WRs flush, as hardware does); deliver_recv()
+//    then goes to ERR and later WRs flush, as hardware does), or stay in
+//    flight until complete_sends() or a flush (set_auto_complete_sends); deliver_recv()
 //    completes the oldest posted receive; push_completion() adds any CQE;
 //  - EBUSY when a CQ/PD/SRQ still in use is destroyed, and when a context
 //    is closed while anything created from it lives. (rdma-core's close
@@ -131,6 +132,7 @@ struct PostedWr {
     ibv_wr_opcode opcode = IBV_WR_SEND;  ///< sends only
     unsigned int send_flags = 0;
     std::vector<ibv_sge> sge;
+    uint32_t length = 0;                 ///< sum of the sge lengths (sends)
     uint32_t imm_data = 0;
     uint32_t remote_qpn = 0, remote_qkey = 0; ///< UD sends
     ibv_ah *ah = nullptr;                     ///< UD sends
@@ -179,8 +181,14 @@ public:
     void push_completion(ibv_cq *cq, const ibv_wc &wc);
     /// Queues an async event for get_async_event on `ctx`.
     void push_async_event(ibv_context *ctx, const ibv_async_event &event);
-    /// Successful sends complete automatically (default true).
+    /// Successful sends complete automatically (default true). When off,
+    /// sends stay in flight on their QP until complete_sends(), and entering
+    /// ERR flushes them: one IBV_WC_WR_FLUSH_ERR completion each, signaled
+    /// or not (a work request completed in error always completes).
     void set_auto_complete_sends(bool on);
+    /// Completes the `n` oldest sends in flight on `qp` with success (a
+    /// completion for the signaled ones); returns how many there were.
+    size_t complete_sends(ibv_qp *qp, size_t n);
 
     // ---- inspection ----------------------------------------------------
     int calls(Call call) const { return calls_[static_cast<size_t>(call)]; }

@@ -195,10 +195,27 @@ void flush_recvs(FakeVerbs &f, FakeQpObj &q) {
     }
 }
 
+ibv_wc_opcode wc_opcode(ibv_wr_opcode op) {
+    switch (op) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+    default: return IBV_WC_SEND;
+    }
+}
+
 /// The QP enters ERR: posted receives flush, and a QP attached to an SRQ
 /// raises Last WQE Reached (IBA o11-5.2.5; fake_verbs.h says which devices).
 void enter_error(FakeVerbs &f, FakeQpObj &q) {
     flush_recvs(f, q);
+    while (!q.sq.empty()) {
+        const PostedWr &wr = q.sq.front();
+        cq_of(f, q.qp.send_cq)
+            .wcs.push_back(make_wc(q, wr.wr_id, IBV_WC_WR_FLUSH_ERR, wc_opcode(wr.opcode), 0));
+        q.sq.pop_front();
+    }
     bool srq_kind =
         q.kind == FakeQpKind::kRC || q.kind == FakeQpKind::kUC || q.kind == FakeQpKind::kUD;
     if (q.qp.srq != nullptr && srq_kind && FakeOps::device_of(q.qp.context).raises_last_wqe) {
@@ -230,17 +247,6 @@ void clean_cq(FakeVerbs &f, ibv_cq *cq, uint32_t qpn, ibv_srq *srq) {
     }
 }
 
-ibv_wc_opcode wc_opcode(ibv_wr_opcode op) {
-    switch (op) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
-    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
-    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
-    default: return IBV_WC_SEND;
-    }
-}
-
 PostedWr record(const FakeQpObj &q, const ibv_send_wr &wr) {
     PostedWr p;
     p.qp_num = q.qp.qp_num;
@@ -248,6 +254,9 @@ PostedWr record(const FakeQpObj &q, const ibv_send_wr &wr) {
     p.opcode = wr.opcode;
     p.send_flags = wr.send_flags;
     p.sge.assign(wr.sg_list, wr.sg_list + wr.num_sge);
+    for (const auto &sge : p.sge) {
+        p.length += sge.length;
+    }
     p.imm_data = wr.imm_data;
     if (q.kind == FakeQpKind::kUD) {
         p.ah = wr.wr.ud.ah;
@@ -419,6 +428,7 @@ int FakeOps::modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask) {
     }
     if (next == IBV_QPS_RESET) {
         q.rq.clear();
+        q.sq.clear();
         q.applied_mask = 0;
         q.attr = ibv_qp_attr{};
     } else if (next == IBV_QPS_ERR && qp->state != IBV_QPS_ERR) {
@@ -461,10 +471,7 @@ int FakeOps::post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
             return fail_with(err);
         }
         f.sends_.push_back(record(q, *wr));
-        uint32_t len = 0;
-        for (int i = 0; i < wr->num_sge; ++i) {
-            len += wr->sg_list[i].length;
-        }
+        uint32_t len = f.sends_.back().length;
         FakeCqObj &cq = cq_of(f, qp->send_cq);
         if (q.fail_next_send) {
             ibv_wc wc = make_wc(q, wr->wr_id, q.next_status, wc_opcode(wr->opcode), 0);
@@ -475,7 +482,9 @@ int FakeOps::post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
             enter_error(f, q);
         } else if (qp->state == IBV_QPS_ERR) {
             cq.wcs.push_back(make_wc(q, wr->wr_id, IBV_WC_WR_FLUSH_ERR, wc_opcode(wr->opcode), 0));
-        } else if (st(f).auto_complete && (q.sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED))) {
+        } else if (!st(f).auto_complete) {
+            q.sq.push_back(f.sends_.back());
+        } else if (q.sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED)) {
             cq.wcs.push_back(make_wc(q, wr->wr_id, IBV_WC_SUCCESS, wc_opcode(wr->opcode), len));
         }
     }
@@ -535,6 +544,21 @@ void FakeVerbs::fail_next_send(ibv_qp *qp, ibv_wc_status status, uint32_t vendor
     q.fail_next_send = true;
     q.next_status = status;
     q.next_vendor_err = vendor_err;
+}
+
+size_t FakeVerbs::complete_sends(ibv_qp *qp, size_t n) {
+    FakeQpObj &q = *st_->qps.at(qp);
+    size_t done = 0;
+    for (; done < n && !q.sq.empty(); ++done) {
+        const PostedWr &wr = q.sq.front();
+        if (q.sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED)) {
+            st_->cqs.at(qp->send_cq)
+                ->wcs.push_back(make_wc(q, wr.wr_id, IBV_WC_SUCCESS, wc_opcode(wr.opcode),
+                                        wr.length));
+        }
+        q.sq.pop_front();
+    }
+    return done;
 }
 
 bool FakeVerbs::deliver_recv(ibv_qp *qp, uint32_t byte_len, uint32_t src_qp, const uint32_t *imm) {

@@ -52,6 +52,7 @@ struct FakeQpObj {
     int applied_mask = 0;
     bool sq_sig_all = false;
     std::deque<PostedWr> rq;
+    std::deque<PostedWr> sq; ///< sends in flight (auto-completion off)
     bool fail_next_send = false;
     uint8_t lag_port = 0;   ///< mlx5dv_modify_qp_lag_port; reset by any state change
     uint16_t udp_sport = 0; ///< mlx5dv_modify_qp_udp_sport

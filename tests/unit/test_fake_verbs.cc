@@ -583,3 +583,40 @@ TEST_CASE("FakeVerbs: teardown in the wrong order is visible to a test", "[fake]
     CHECK(verbs::last_destroy_errno() == EBUSY); // the CQ still holds the context
     CHECK(e.fake.live_objects() == 2);
 }
+
+TEST_CASE("FakeVerbs: sends in flight complete on request, or flush when the QP enters ERR",
+          "[fake][datapath][teardown]") {
+    Env e("mlx5_lag");
+    const verbs::VerbsApi &api = e.fake.api();
+    e.fake.set_auto_complete_sends(false);
+    auto qp = rc_in_rts(e, "mlx5_lag", nullptr);
+    char buf[16] = {};
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf), 16, 0};
+    ibv_send_wr wr[3] = {};
+    for (int i = 0; i < 3; ++i) {
+        wr[i].wr_id = 20 + static_cast<uint64_t>(i);
+        wr[i].sg_list = &sge;
+        wr[i].num_sge = 1;
+        wr[i].opcode = i == 2 ? IBV_WR_RDMA_WRITE : IBV_WR_SEND;
+        wr[i].send_flags = i == 1 ? 0 : IBV_SEND_SIGNALED; // the middle one unsignaled
+        wr[i].next = i < 2 ? &wr[i + 1] : nullptr;
+    }
+    ibv_send_wr *bad = nullptr;
+    REQUIRE(api.post_send(qp.get(), wr, &bad) == 0);
+    CHECK(e.fake.cq_depth(e.cq.get()) == 0); // in flight
+    CHECK(e.fake.complete_sends(qp.get(), 1) == 1);
+    ibv_wc wc[4];
+    REQUIRE(api.poll_cq(e.cq.get(), 4, wc) == 1);
+    CHECK(wc[0].wr_id == 20);
+    CHECK(wc[0].status == IBV_WC_SUCCESS);
+    CHECK(wc[0].byte_len == 16u);
+    ibv_qp_attr err{};
+    err.qp_state = IBV_QPS_ERR;
+    REQUIRE(e.modify(qp.get(), err, IBV_QP_STATE) == 0);
+    REQUIRE(api.poll_cq(e.cq.get(), 4, wc) == 2); // both flush, signaled or not
+    CHECK(wc[0].wr_id == 21);
+    CHECK(wc[0].status == IBV_WC_WR_FLUSH_ERR);
+    CHECK(wc[1].wr_id == 22);
+    CHECK(wc[1].opcode == IBV_WC_RDMA_WRITE);
+    CHECK(e.fake.complete_sends(qp.get(), 5) == 0);
+}
