@@ -144,12 +144,21 @@ void Retirement::destroy(Held &h, double now) {
     h.qp.reset();
 }
 
-std::vector<uint32_t> Retirement::reap(bool cq_polled_empty, double now) {
+std::vector<uint32_t> Retirement::reap(int polled, int asked, double now) {
+    return reap_after(polled >= 0 && polled<asked, polled> 0 ? static_cast<uint32_t>(polled) : 0,
+                      now);
+}
+
+std::vector<uint32_t> Retirement::reap_after(bool polled_short, uint32_t polled, double now) {
     ++reaps_;
     std::vector<uint32_t> done;
     for (size_t i = 0; i < held_.size();) {
         Held &h = held_[i];
-        if (h.quiet_at != 0 && h.quiet_at < reaps_ && cq_polled_empty) {
+        if (h.quiet_at != 0 && h.quiet_at < reaps_) {
+            h.polled_since += polled;
+        }
+        bool drained = polled_short || (cfg_.cq_entries > 0 && h.polled_since >= cfg_.cq_entries);
+        if (h.quiet_at != 0 && h.quiet_at < reaps_ && drained) {
             destroy(h, now);
             done.push_back(h.qpn);
             held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -169,8 +178,8 @@ std::vector<uint32_t> Retirement::destroy_all(const DrainRound &round, double bo
     auto now = [&clock] { return clock ? clock() : monotonic_seconds(); };
     const double start = now();
     while (!held_.empty() && round && bound > 0 && now() - start < bound) {
-        bool empty = round();
-        std::vector<uint32_t> d = reap(empty, now());
+        bool polled_short = round();
+        std::vector<uint32_t> d = reap_after(polled_short, 0, now());
         done.insert(done.end(), d.begin(), d.end());
         if (d.empty() && !held_.empty()) {
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -197,10 +206,10 @@ std::vector<uint32_t> Retirement::destroy_all(const DrainRound &round, double bo
     const select::Selection &sel = held_.front().qp->selection();
     log_.write(LogLevel::kInfo,
                util::format("%s:%d: destroying %zu retired QP%s at teardown before %s drained "
-                            "(their remaining receives are dropped): %s",
+                            "(%s remaining receives are dropped): %s",
                             sel.device.c_str(), sel.port, held_.size(),
                             held_.size() == 1 ? "" : "s", held_.size() == 1 ? "it" : "they",
-                            what.c_str()));
+                            held_.size() == 1 ? "its" : "their", what.c_str()));
     double t = now();
     for (auto &h : held_) {
         destroy(h, t);

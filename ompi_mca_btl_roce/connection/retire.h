@@ -26,6 +26,11 @@ struct RetirementConfig {
     /// means the owner's count is wrong: logged, then the QP is drained and
     /// destroyed without them.
     double flush_timeout = 10.0;
+    /// The capacity of the owner's CQ (ibv_cq::cqe). Once a QP's waits are
+    /// over, polling this many completions also drains it of that QP (the
+    /// second way of IBA 10.3.1), so a CQ that is never polled empty under
+    /// load does not hold retired QPs forever. 0: only an empty poll counts.
+    uint32_t cq_entries = 0;
 };
 
 /// Owns the RC QPs taken out of service and destroys each only when no
@@ -39,10 +44,12 @@ struct RetirementConfig {
 ///     reason, the QPN and the device is logged (info) and it goes on;
 ///  3. it waits until every send the owner counted as outstanding came
 ///     back (on_send_flushed());
-///  4. it waits for a reap(true) in a later progress call than the one in
-///     which 2 and 3 were over: the owner then polled the CQ empty after
-///     the last completion of the QP was written, so every receive of the
-///     QP the device completed was handed to the owner. (mlx5's destroy
+///  4. it waits for a reap() in a later progress call than the one in which
+///     2 and 3 were over, reporting a poll that came back with fewer entries
+///     than asked (or, since then, RetirementConfig::cq_entries polled): the
+///     owner then consumed everything the CQ held when the QP's last
+///     completion was written, so every receive of the QP the device
+///     completed was handed to the owner. (mlx5's destroy
 ///     removes the QP's completions from the CQ - rdma-core's
 ///     mlx5_destroy_qp -> __mlx5_cq_clean - although the sender already got
 ///     the RC ACK for them: destroying earlier loses messages);
@@ -60,7 +67,7 @@ struct RetirementConfig {
 ///    is retired() -> on_send_flushed(qpn); receive completions as usual;
 ///  - progress(), after the poll, when !empty(): every pending async event
 ///    (Device::next_async_event) -> on_async_event(); then
-///    reap(polled < batch, now) and erase the returned QPNs from the map.
+///    reap(polled, batch, now) and erase the returned QPNs from the map.
 ///    The idle fast path must not skip this while !empty();
 ///  - finalize, before the Device is destroyed: destroy_all() with a drain
 ///    round and a bound (see there). Declare the Retirement after the
@@ -101,12 +108,14 @@ public:
     /// waits out last_wqe_timeout).
     bool on_async_event(const ibv_async_event &event);
 
-    /// Destroys the QPs whose waits were over at an earlier reap() call, if
-    /// `cq_polled_empty`: this progress call polled the CQ until it
-    /// returned fewer entries than asked, after that earlier call. Marks
-    /// the QPs whose waits are over now (and applies the two timeouts).
-    /// Returns the QPNs destroyed (the owner erases them from its map).
-    std::vector<uint32_t> reap(bool cq_polled_empty, double now);
+    /// Call once per progress call, after its poll of the CQ: `polled` is
+    /// what ibv_poll_cq returned (negative: it failed), `asked` the entries
+    /// it was asked for. Destroys the QPs whose waits were over at an
+    /// earlier reap() call if this poll came back short (polled < asked) or
+    /// cq_entries completions were polled since; marks the QPs whose waits
+    /// are over now (applying the two timeouts). Returns the QPNs destroyed
+    /// (the owner erases them from its map).
+    std::vector<uint32_t> reap(int polled, int asked, double now);
 
     /// One round of the owner's draining at finalize: poll the CQ until it
     /// returns fewer entries than asked, handling each completion as
@@ -141,8 +150,10 @@ private:
         bool wait_last_wqe = false; ///< SRQ-attached, moved to ERR, no event yet
         double since = 0;           ///< when it was retired
         uint64_t quiet_at = 0;      ///< the reap() call that saw its waits over (0: not yet)
+        uint64_t polled_since = 0;  ///< completions polled after that call
     };
     Held *find(uint32_t qpn);
+    std::vector<uint32_t> reap_after(bool polled_short, uint32_t polled, double now);
     /// Applies the timeouts; true when nothing but the drain is left.
     bool waits_over(Held &h, double now);
     void destroy(Held &h, double now);

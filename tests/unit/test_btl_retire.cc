@@ -45,7 +45,7 @@ struct Owner {
             while (b.dev->next_async_event(&e)) {
                 (void)r.on_async_event(e);
             }
-            for (uint32_t qpn : r.reap(n >= 0 && n < kBatch, now)) {
+            for (uint32_t qpn : r.reap(n, kBatch, now)) {
                 CHECK(by_qpn.erase(qpn) == 1);
                 destroyed.push_back(qpn);
             }
@@ -92,6 +92,23 @@ void post_sends(DeviceBench &b, ibv_qp *qp, int n) {
     }
 }
 
+/// A Device, a Retirement and its owner, declared so that they go in the
+/// module's order: the owner's bookkeeping, the Retirement, the Device.
+struct Scene {
+    explicit Scene(const char *fixture_name, btl::RetirementConfig cfg = {})
+        : b(fixture_name), r(b.log, cfg), o(b, r) {}
+    /// A connected path QP, mapped by the owner; its number in `qpn`.
+    std::unique_ptr<qp::QueuePair> path(uint32_t &qpn) {
+        auto q = b.rc_in_rts();
+        qpn = q->get()->qp_num;
+        o.by_qpn[qpn] = 0;
+        return q;
+    }
+    DeviceBench b;
+    Retirement r;
+    Owner o;
+};
+
 /// How many captured lines contain `needle`.
 size_t count_lines(const util::CaptureSink &log, const std::string &needle) {
     size_t n = 0;
@@ -120,13 +137,11 @@ TEST_CASE("Retirement: no receive of a retired QP is lost, not even one written 
     for (const char *fixture_name : {"mlx5_lag", "rxe_bond"}) {
         CAPTURE(fixture_name);
         const bool mlx5 = std::string(fixture_name) == "mlx5_lag";
-        DeviceBench b(fixture_name);
+        Scene sc(fixture_name);
+        auto &[b, r, o] = sc;
         b.fake.set_auto_complete_sends(false);
-        Retirement r(b.log);
-        Owner o(b, r);
-        auto qp = b.rc_in_rts();
-        const uint32_t qpn = qp->get()->qp_num;
-        o.by_qpn[qpn] = 0;
+        uint32_t qpn = 0;
+        auto qp = sc.path(qpn);
         post_sends(b, qp->get(), 2);                  // in flight
         REQUIRE(b.fake.deliver_recv(qp->get(), 100)); // A: acknowledged to the sender
         ibv_wc a{};
@@ -145,8 +160,8 @@ TEST_CASE("Retirement: no receive of a retired QP is lost, not even one written 
             now = round == 0 ? 0.01 : now + (mlx5 ? 0.01 : 1.0);
             bool waits_end = mlx5 ? round == 0 : now >= 2.0;
             o.progress(now, [&] {
-                if (waits_end && !injected) {
-                    b.fake.push_completion(b.dev->cq(), srq_receive(qpn, 7));
+                if (waits_end && !injected) { // (sc.b: a lambda cannot name a binding in C++17)
+                    sc.b.fake.push_completion(sc.b.dev->cq(), srq_receive(qpn, 7));
                     injected = true;
                 }
             });
@@ -170,16 +185,13 @@ TEST_CASE("Retirement: without Last WQE Reached a QP is destroyed after the boun
     };
     for (Case c : {Case{"rxe_bond", 2.0}, Case{"mlx5_lag", 0.5}}) {
         CAPTURE(c.fixture, c.bound);
-        DeviceBench b(c.fixture);
-        b.fake.device(b.sel.device).raises_last_wqe = false; // rxe on 6.1 never does
         btl::RetirementConfig cfg;
         cfg.last_wqe_timeout = c.bound;
-        Retirement r(b.log, cfg);
-        Owner o(b, r);
-        auto qp = b.rc_in_rts();
-        const uint32_t qpn = qp->get()->qp_num;
-        o.by_qpn[qpn] = 0;
-        r.retire(std::move(qp), 0, 100.0);
+        Scene sc(c.fixture, cfg);
+        auto &[b, r, o] = sc;
+        b.fake.device(b.sel.device).raises_last_wqe = false; // rxe on 6.1 never does
+        uint32_t qpn = 0;
+        r.retire(sc.path(qpn), 0, 100.0);
         for (double t : {100.0, 100.0 + c.bound / 2, 100.0 + c.bound * 0.99}) {
             o.progress(t);
             CHECK(r.retired(qpn)); // still waiting for the event
@@ -281,13 +293,10 @@ TEST_CASE("Retirement: torn down before the Device, nothing is left and no destr
 
 TEST_CASE("Retirement: failures are said, bounded, and never stop the teardown", "[btl][retire]") {
     SECTION("a failed destroy is logged with the verb, errno, QPN and device; the QP is let go") {
-        DeviceBench b("mlx5_lag");
-        Retirement r(b.log);
-        Owner o(b, r);
-        auto qp = b.rc_in_rts();
-        const uint32_t qpn = qp->get()->qp_num;
-        o.by_qpn[qpn] = 0;
-        r.retire(std::move(qp), 0, 0.0);
+        Scene sc("mlx5_lag");
+        auto &[b, r, o] = sc;
+        uint32_t qpn = 0;
+        r.retire(sc.path(qpn), 0, 0.0);
         b.fake.fail(testing::Call::kDestroyQp, EIO);
         o.progress(0.1);
         o.progress(0.2);
@@ -299,12 +308,10 @@ TEST_CASE("Retirement: failures are said, bounded, and never stop the teardown",
         CHECK(b.fake.live_objects() > 0); // the fake still has it: the kernel would reclaim it
     }
     SECTION("a QP that cannot be moved to ERR is retired anyway, within the bound") {
-        DeviceBench b("mlx5_lag");
-        Retirement r(b.log);
-        Owner o(b, r);
-        auto qp = b.rc_in_rts();
-        const uint32_t qpn = qp->get()->qp_num;
-        o.by_qpn[qpn] = 0;
+        Scene sc("mlx5_lag");
+        auto &[b, r, o] = sc;
+        uint32_t qpn = 0;
+        auto qp = sc.path(qpn);
         b.fake.fail(testing::Call::kModifyQp, EIO);
         r.retire(std::move(qp), 0, 0.0);
         CHECK(b.log.contains(util::format("mlx5_bond_0:1: retired RC QP 0x%x: ibv_modify_qp(RC, "
@@ -318,13 +325,11 @@ TEST_CASE("Retirement: failures are said, bounded, and never stop the teardown",
         CHECK(r.empty());
     }
     SECTION("sends the owner counted but that never come back: one warning, then destroyed") {
-        DeviceBench b("mlx5_lag");
+        Scene sc("mlx5_lag");
+        auto &[b, r, o] = sc;
         b.fake.set_auto_complete_sends(false);
-        Retirement r(b.log);
-        Owner o(b, r);
-        auto qp = b.rc_in_rts();
-        const uint32_t qpn = qp->get()->qp_num;
-        o.by_qpn[qpn] = 0;
+        uint32_t qpn = 0;
+        auto qp = sc.path(qpn);
         post_sends(b, qp->get(), 2);
         r.retire(std::move(qp), 3, 0.0); // one more than there are
         for (double t : {0.1, 5.0, 9.9}) {
@@ -341,9 +346,8 @@ TEST_CASE("Retirement: failures are said, bounded, and never stop the teardown",
 }
 
 TEST_CASE("Retirement: what it ignores, and a QP still in RESET", "[btl][retire]") {
-    DeviceBench b("mlx5_lag");
-    Retirement r(b.log);
-    Owner o(b, r);
+    Scene sc("mlx5_lag");
+    auto &[b, r, o] = sc;
     r.retire(nullptr, 5, 0.0);
     CHECK(r.empty());
     CHECK_FALSE(r.on_send_flushed(0x1234));
@@ -368,8 +372,34 @@ TEST_CASE("Retirement: what it ignores, and a QP still in RESET", "[btl][retire]
     e.element.port_num = 1;
     CHECK_FALSE(r.on_async_event(e));
 
-    CHECK(r.reap(true, 0.1).empty());  // waits over now; destroyed at the next empty poll
-    CHECK(r.reap(false, 0.2).empty()); // that poll was not empty
-    CHECK(r.reap(true, 0.3) == std::vector<uint32_t>{qpn});
+    CHECK(r.reap(0, kBatch, 0.1).empty());      // waits over now; destroyed at the next short poll
+    CHECK(r.reap(kBatch, kBatch, 0.2).empty()); // that poll was full
+    CHECK(r.reap(-EIO, kBatch, 0.2).empty());   // that one failed
+    CHECK(r.reap(3, kBatch, 0.3) == std::vector<uint32_t>{qpn});
     CHECK(r.empty());
+}
+
+TEST_CASE("Retirement: a CQ that never comes back short drains after its capacity",
+          "[btl][retire]") {
+    for (uint32_t entries : {0u, 40u}) {
+        CAPTURE(entries);
+        btl::RetirementConfig cfg;
+        cfg.cq_entries = entries;
+        Scene sc("mlx5_lag", cfg);
+        auto &[b, r, o] = sc;
+        uint32_t qpn = 0;
+        auto qp = sc.path(qpn);
+        REQUIRE(qp->to_error().is_ok()); // already failed, its event read and dropped
+        ibv_async_event e{};
+        while (b.dev->next_async_event(&e)) {
+        }
+        r.retire(std::move(qp), 0, 0.0);
+        CHECK(r.reap(kBatch, kBatch, 0.1).empty());
+        CHECK(r.reap(kBatch, kBatch, 2.0).empty()); // the 2 s bound: waits over now
+        CHECK(r.reap(kBatch, kBatch, 2.1).empty()); // 16 polled since
+        CHECK(r.reap(kBatch, kBatch, 2.2).empty()); // 32
+        auto third = r.reap(kBatch, kBatch, 2.3);   // 48 >= 40
+        CHECK(third == (entries > 0 ? std::vector<uint32_t>{qpn} : std::vector<uint32_t>{}));
+        CHECK(r.empty() == (entries > 0));
+    }
 }
