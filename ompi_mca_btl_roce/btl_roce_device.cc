@@ -1,6 +1,7 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #include "btl_roce_device.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 
 #include <cerrno>
@@ -77,6 +78,7 @@ Result<std::unique_ptr<Device>> Device::open(const verbs::VerbsApi &api,
     const std::string &device_name = sel.device;
     std::unique_ptr<Device> d(new Device());
     d->api_ = &api;
+    d->log_ = &log;
     d->name_ = device_name;
     d->port_ = sel.port;
     d->cfg_ = cfg;
@@ -96,6 +98,15 @@ Result<std::unique_ptr<Device>> Device::open(const verbs::VerbsApi &api,
     d->ctx_ = verbs::Context(api.open_device(dev), verbs::ContextDeleter{&api});
     if (!d->ctx_) {
         return Status::from_errno(errno, "ibv_open_device(" + device_name + ")");
+    }
+    // Async events (Last WQE Reached while a QP is retired) are read from
+    // progress(), which must never block.
+    int fd = d->ctx_->async_fd;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        return Status::from_errno(errno,
+                                  util::format("fcntl(O_NONBLOCK) on the async event fd %d of %s",
+                                               fd, device_name.c_str()));
     }
     int rc = verbs::normalize_rc(api.query_device(d->ctx_.get(), &d->dattr_), errno);
     if (rc != 0) {
@@ -241,6 +252,29 @@ Status Device::create_queues(const select::Selection &sel, qp::SnapshotSource fr
     }
     (void)log;
     return Status::ok();
+}
+
+bool Device::next_async_event(ibv_async_event *out) {
+    if (async_failed_) {
+        return false;
+    }
+    ibv_async_event ev{};
+    errno = 0;
+    if (api_->get_async_event(ctx_.get(), &ev) != 0) {
+        int err = errno;
+        if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+            async_failed_ = true;
+            log_->write(util::LogLevel::kWarn,
+                        util::format("%s:%d: ibv_get_async_event failed: %s (%d); async events "
+                                     "of this device are no longer read (retired QPs then "
+                                     "wait the bounded time for Last WQE Reached)",
+                                     name_.c_str(), port_, std::strerror(err), err));
+        }
+        return false;
+    }
+    *out = ev;
+    api_->ack_async_event(&ev);
+    return true;
 }
 
 Status Device::recover_ud() {
