@@ -179,9 +179,10 @@ private:
 
 /// Registers `bytes` of fresh page-aligned memory for local write and
 /// remote access as requested; a clear Status (with the RLIMIT_MEMLOCK value
-/// when that is the likely cause) on failure.
+/// when that is the likely cause) on failure. A failed deregistration
+/// later is logged on `log` (when set).
 util::Result<RegisteredSlab> register_slab(const verbs::VerbsApi &api, ibv_pd *pd, size_t bytes,
-                                           int access);
+                                           int access, util::LogSink *log = nullptr);
 
 /// "locked-memory limit (ulimit -l) is 8192 KiB" or "... is unlimited".
 std::string memlock_limit_text();

@@ -620,3 +620,28 @@ TEST_CASE("FakeVerbs: sends in flight complete on request, or flush when the QP 
     CHECK(wc[1].opcode == IBV_WC_RDMA_WRITE);
     CHECK(e.fake.complete_sends(qp.get(), 5) == 0);
 }
+
+TEST_CASE("verbs handles: a failed destroy is logged with the verb, the errno and the object",
+          "[fake][handles]") {
+    Env env("rxe_bond");
+    const verbs::VerbsApi &api = env.fake.api();
+    util::CaptureSink log;
+    {
+        verbs::Cq cq(api.create_cq(env.ctx.get(), 8, nullptr, nullptr, 0),
+                     verbs::CqDeleter{&api, &log});
+        REQUIRE(cq);
+        env.fake.fail(Call::kDestroyCq, EBUSY);
+    } // the deleter runs here, and fails
+    CHECK(verbs::last_destroy_errno() == EBUSY);
+    REQUIRE(log.lines().size() == 1);
+    CHECK(log.lines()[0].level == util::LogLevel::kWarn);
+    CHECK(log.lines()[0].text.find("ibv_destroy_cq(CQ of ") == 0);
+    CHECK(log.contains("failed: Device or resource busy (16)"));
+    // Without a sink the failure is only recorded, as before.
+    {
+        verbs::Cq cq(api.create_cq(env.ctx.get(), 8, nullptr, nullptr, 0), verbs::CqDeleter{&api});
+        env.fake.fail(Call::kDestroyCq, EIO);
+    }
+    CHECK(verbs::last_destroy_errno() == EIO);
+    CHECK(log.lines().size() == 1);
+}
