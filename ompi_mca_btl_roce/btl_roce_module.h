@@ -20,6 +20,7 @@
 #include "btl_roce_device.h"
 #include "btl_roce_endpoint.h"
 #include "connection/manager.h"
+#include "connection/retire.h"
 #include "lag.h"
 #include "netmon/event_queue.h"
 #include "util/log.h"
@@ -258,6 +259,12 @@ private:
     /// A datagram on the UD QP: the connection manager's.
     void handle_cm(const uint8_t *grh, const uint8_t *data, size_t len);
     void check_ud();
+    /// Async events and the destruction of retired QPs, after a poll that
+    /// returned `polled` of kPollBatch (lock held).
+    void reap_retired(int polled);
+    /// Finalize: every QP retired and drained (bounded), then destroyed.
+    void retire_all();
+    static constexpr int kPollBatch = 16; ///< completions per ibv_poll_cq
     void on_net_events();
     void readdress();
 
@@ -270,7 +277,12 @@ private:
     ProcessInfo who_;
     opal_mutex_t lock_;
 
+    // Declared after dev_ (destroyed before it): everything that holds QPs.
     std::unique_ptr<Device> dev_;
+    /// QPs taken out of service, destroyed once none of their completions
+    /// can still reach the CQ (connection/retire.h). Their by_qpn_ entries
+    /// live until then.
+    std::unique_ptr<Retirement> retirement_;
     std::unique_ptr<ConnectionManager> cm_;
     mca_rcache_base_module_t *rcache_ = nullptr;
     std::vector<std::unique_ptr<Endpoint>> endpoints_;
@@ -282,13 +294,6 @@ private:
         size_t path = 0;
     };
     std::unordered_map<uint32_t, QpRef> by_qpn_;
-    /// QPs taken out of service (error state) whose work requests are still
-    /// flushing back; destroyed when none is left.
-    struct Retired {
-        std::unique_ptr<qp::QueuePair> qp;
-        uint32_t outstanding = 0;
-    };
-    std::unordered_map<uint32_t, Retired> retired_;
     bool lag_affinity_ = false;     ///< the device does queue-affinity LAG (mlx5)
     uint32_t rdma_outstanding_ = 0;
     std::vector<Deferred> deferred_; ///< PML callbacks to run unlocked
