@@ -301,14 +301,7 @@ void Module::retire_qp(Peer &peer, size_t i) {
 }
 
 void Module::warn_limited(const std::string &key, const std::string &line) {
-    uint64_t n = warn_.hit(key, now_seconds());
-    if (n > 1) {
-        log_.write(LogLevel::kWarn,
-                   util::format("%s (%llu such since the last report)", line.c_str(),
-                                static_cast<unsigned long long>(n)));
-    } else if (n == 1) {
-        log_.write(LogLevel::kWarn, line);
-    }
+    warn_.warn(log_, key, now_seconds(), line);
 }
 
 void Module::reap_retired(int polled) {
