@@ -265,6 +265,9 @@ private:
     /// Finalize: every QP retired and drained (bounded), then destroyed.
     void retire_all();
     static constexpr int kPollBatch = 16; ///< completions per ibv_poll_cq
+    /// A warning about something that came from the wire: at most one line
+    /// per `key` per 10 s, carrying the count (lock held).
+    void warn_limited(const std::string &key, const std::string &line);
     void on_net_events();
     void readdress();
 
@@ -304,6 +307,7 @@ private:
     mca_btl_base_module_error_cb_fn_t error_cb_ = nullptr;
     bool warned_registration_ = false;
     uint64_t progress_calls_ = 0;
+    util::RateLimiter warn_{10.0, 16}; ///< warnings about what came from the wire
     bool ud_suspect_ = false;        ///< a UD completion failed: check the UD QP
     std::unique_ptr<netmon::EventQueue> netq_; ///< bond/address events (netmon)
     double readdress_at_ = 0;       ///< > 0: choose addresses again at this time

@@ -218,10 +218,11 @@ void Module::handle_recv(const ibv_wc &wc) {
     auto hdr = wire::parse_frag_header(buf, wc.byte_len);
     auto it = by_qpn_.find(wc.qp_num);
     if (it == by_qpn_.end() || !hdr) {
-        log_.write(LogLevel::kWarn,
-                   util::format("dropped a %u-byte fragment on qpn 0x%x: %s", wc.byte_len,
-                                wc.qp_num,
-                                hdr ? "no endpoint uses that QP" : hdr.status().message().c_str()));
+        warn_limited(hdr ? "fragment on unknown QP" : "malformed fragment",
+                     util::format("dropped a %u-byte fragment on qpn 0x%x: %s", wc.byte_len,
+                                  wc.qp_num,
+                                  hdr ? "no endpoint uses that QP"
+                                      : hdr.status().message().c_str()));
         (void)dev_->post_srq_recv(idx);
         return;
     }
@@ -239,10 +240,10 @@ void Module::handle_recv(const ibv_wc &wc) {
         SeqWindow::Verdict v = ep.received_.accept(hdr->seq);
         deliver = v == SeqWindow::Verdict::kNew;
         if (v == SeqWindow::Verdict::kTooFar) {
-            log_.write(LogLevel::kWarn,
-                       util::format("dropped fragment %u from %s: beyond the window (next "
-                                    "expected %u)",
-                                    hdr->seq, ep.label.c_str(), ep.received_.next_expected()));
+            warn_limited("fragment beyond the window of " + ep.label,
+                         util::format("dropped fragment %u from %s: beyond the window (next "
+                                      "expected %u)",
+                                      hdr->seq, ep.label.c_str(), ep.received_.next_expected()));
         }
     }
     if (!deliver) {
@@ -297,6 +298,10 @@ void Module::retire_qp(Peer &peer, size_t i) {
     }
     p.outstanding = 0;
     p.sq_free = 0;
+}
+
+void Module::warn_limited(const std::string &key, const std::string &line) {
+    warn_.warn(log_, key, now_seconds(), line);
 }
 
 void Module::reap_retired(int polled) {
@@ -379,14 +384,17 @@ void Module::run_deferred(std::vector<Deferred> &todo) {
             des.des_segment_count = 1;
             const mca_btl_active_message_callback_t *reg =
                 mca_btl_base_active_message_trigger + d.tag;
-            if (reg->cbfunc != nullptr) {
+            bool taken = reg->cbfunc != nullptr;
+            if (taken) {
                 reg->cbfunc(base(), d.tag, &des, reg->cbdata);
-            } else {
-                log_.write(LogLevel::kWarn,
-                           util::format("dropped a fragment for tag %u: nobody registered it",
-                                        d.tag));
             }
             OPAL_THREAD_LOCK(&lock_);
+            if (!taken) {
+                warn_limited("unregistered tag",
+                             util::format("dropped a fragment for tag %u from %s: nobody "
+                                          "registered it",
+                                          d.tag, d.ep->label.c_str()));
+            }
             (void)dev_->post_srq_recv(d.buf_index);
             if (d.path >= 0 && d.ep->paths_[static_cast<size_t>(d.path)].state == PathState::kUp) {
                 d.ep->paths_[static_cast<size_t>(d.path)].credits.owe();
