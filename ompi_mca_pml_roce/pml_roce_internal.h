@@ -103,6 +103,30 @@ inline uint64_t add_fetch64(volatile uint64_t *p, uint64_t v) noexcept {
 // ---------------------------------------------------------- communicators ----
 
 /// Per-communicator state (comm->c_pml_comm).
+///
+/// Lifetime. The arrival path (btl callbacks, in whatever thread runs
+/// progress) looks a communicator up by the context id a fragment names,
+/// while MPI_Comm_free may run del_comm in another thread at the same time
+/// (MPI_THREAD_MULTIPLE, or a btl progress thread; a fragment naming a
+/// communicator that is being freed is a late duplicate, a stray or a
+/// forgery, but it arrives all the same). So:
+///  - `refs` counts references: the communicator table holds one from
+///    add_comm to del_comm, and every lookup from the arrival path holds one
+///    (CommTable::acquire, released by comm_release / CommRef) for as long
+///    as it uses the object, including after the delivery that may let the
+///    user free the communicator;
+///  - del_comm unpublishes the context id and drops the table's reference;
+///    whoever drops the last one (del_comm, or the arrival that finished
+///    last) retires the object: drains its matcher (messages that arrived
+///    for it are freed) and returns it to a pool;
+///  - PmlComm memory is type-stable: it stays in the pool (g.comm_pool)
+///    until finalize and is reused by later communicators, never returned
+///    to the allocator while the pml runs. So a lookup that races the
+///    retirement increments a counter that still exists, sees 0 (retired:
+///    it backs off) or another context id (reused: it releases and looks
+///    again), and never touches freed memory.
+/// Everything but `refs`, `next` and `lock` belongs to one life (add_comm
+/// to retirement) and is read by the arrival path only under a reference.
 struct PmlComm {
     opal_mutex_t lock; ///< serialises every call on `matcher` (and keep callbacks)
     std::unique_ptr<match::CommMatcher> matcher;
@@ -112,25 +136,110 @@ struct PmlComm {
     int32_t remote_size = 0;
     /// Next sequence number per destination (atomic when threads are used).
     std::unique_ptr<uint32_t[]> send_seq;
+    volatile int32_t refs = 0; ///< 0: retired (in the pool, or being set up)
+    PmlComm *next_free = nullptr; ///< pool link (under g.early_lock)
+    PmlComm *next_all = nullptr;  ///< every PmlComm ever made, for finalize
 };
 
 inline PmlComm *pml_comm(ompi_communicator_t *comm) noexcept {
     return reinterpret_cast<PmlComm *>(comm->c_pml_comm);
 }
 
+/// Drops one reference; the last one retires the communicator state (frees
+/// the messages left in its matcher, returns the object to g.comm_pool).
+/// Any thread; the last holder takes g.early_lock, so never call it with a
+/// communicator lock held.
+void comm_release(PmlComm *pc) noexcept;
+/// A PmlComm from the pool, or a new one (its lock constructed), refs 0;
+/// nullptr when out of memory. Caller holds g.early_lock.
+PmlComm *comm_take_from_pool() noexcept;
+/// Clears a PmlComm nobody references and returns it to the pool. Caller
+/// holds g.early_lock.
+void comm_retire_locked(PmlComm *pc) noexcept;
+
+/// Takes a reference if the object is alive (refs > 0); false when it is
+/// retired or being set up.
+inline bool comm_try_ref(PmlComm *pc) noexcept {
+    if (!must_lock()) {
+        if (pc->refs <= 0) {
+            return false;
+        }
+        ++pc->refs;
+        return true;
+    }
+    int32_t r = __atomic_load_n(&pc->refs, __ATOMIC_RELAXED);
+    while (r > 0) {
+        if (__atomic_compare_exchange_n(&pc->refs, &r, r + 1, true, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /// context id -> PmlComm, two levels of 256, lock-free readers; writers hold
 /// the early-arrivals lock.
 class CommTable {
 public:
-    PmlComm *find(uint16_t ctx) const noexcept {
-        PmlComm **chunk = __atomic_load_n(&top_[ctx >> 8], __ATOMIC_ACQUIRE);
-        return chunk == nullptr ? nullptr : __atomic_load_n(&chunk[ctx & 0xff], __ATOMIC_ACQUIRE);
+    /// The communicator published for `ctx` with one reference taken for
+    /// the caller (drop it with comm_release), or nullptr. Lock-free; safe
+    /// against a concurrent del_comm/add_comm (see PmlComm).
+    PmlComm *acquire(uint16_t ctx) const noexcept {
+        for (;;) {
+            PmlComm *pc = find(ctx);
+            if (pc == nullptr) {
+                return nullptr;
+            }
+            if (comm_try_ref(pc)) {
+                if (pc->ctx == ctx) {
+                    return pc;
+                }
+                comm_release(pc); // reused for another context id meanwhile
+            }
+            // Retired or reused between find and the reference: look again
+            // (the table changed, so this ends as soon as it is stable).
+        }
     }
+    /// Whether a communicator is published for `ctx` (no reference taken:
+    /// the answer is only stable under g.early_lock).
+    bool published(uint16_t ctx) const noexcept { return find(ctx) != nullptr; }
     bool publish(uint16_t ctx, PmlComm *pc) noexcept;
     void clear() noexcept; // frees the chunks (finalize)
 
 private:
+    PmlComm *find(uint16_t ctx) const noexcept {
+        PmlComm **chunk = __atomic_load_n(&top_[ctx >> 8], __ATOMIC_ACQUIRE);
+        return chunk == nullptr ? nullptr : __atomic_load_n(&chunk[ctx & 0xff], __ATOMIC_ACQUIRE);
+    }
+
     PmlComm **top_[256] = {};
+};
+
+/// A reference on a PmlComm taken by CommTable::acquire, dropped at scope
+/// exit (the arrival path).
+class CommRef {
+public:
+    explicit CommRef(PmlComm *pc) noexcept : pc_(pc) {}
+    ~CommRef() {
+        if (pc_ != nullptr) {
+            comm_release(pc_);
+        }
+    }
+    CommRef(const CommRef &) = delete;
+    CommRef &operator=(const CommRef &) = delete;
+    /// Takes over a reference (the previous one, if any, is dropped).
+    void reset(PmlComm *pc) noexcept {
+        if (pc_ != nullptr) {
+            comm_release(pc_);
+        }
+        pc_ = pc;
+    }
+    PmlComm *get() const noexcept { return pc_; }
+    PmlComm *operator->() const noexcept { return pc_; }
+    explicit operator bool() const noexcept { return pc_ != nullptr; }
+
+private:
+    PmlComm *pc_;
 };
 
 // --------------------------------------------------------------- requests ----
@@ -304,7 +413,9 @@ struct Pml {
     opal_free_list_t ctrls;
 
     CommTable comms;
-    opal_mutex_t early_lock; ///< EarlyArrivals + CommTable writers; taken before a comm lock
+    opal_mutex_t early_lock; ///< EarlyArrivals, CommTable writers, the PmlComm pool; before a comm lock
+    PmlComm *comm_pool = nullptr; ///< retired PmlComms ready for reuse (under early_lock)
+    PmlComm *comm_all = nullptr;  ///< every PmlComm made (under early_lock), freed at finalize
     match::EarlyArrivals *early = nullptr;
 
     opal_mutex_t ids_lock; ///< both request-id tables

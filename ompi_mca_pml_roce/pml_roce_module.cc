@@ -92,6 +92,64 @@ void CommTable::clear() noexcept {
     }
 }
 
+namespace {
+
+// Frees what one life of a PmlComm holds: messages still in its matcher
+// (unexpected, held, or arrived after del_comm), the matcher, the sequence
+// numbers. The caller made sure nobody else can reach it (refs 0).
+void comm_clear(PmlComm *pc) noexcept {
+    if (pc->matcher != nullptr) {
+        std::size_t left = pc->matcher->drain(
+            [](void *) {}, [](const match::Message &m) { kept_free(static_cast<Kept *>(m.payload)); });
+        if (left > 0) {
+            opal_output_verbose(10, output(),
+                                "pml roce [%s]: communicator %u freed with %zu messages or "
+                                "receives never matched",
+                                host_name(), pc->ctx, left);
+        }
+    }
+    pc->matcher.reset();
+    pc->send_seq.reset();
+    pc->comm = nullptr;
+}
+
+} // namespace
+
+PmlComm *comm_take_from_pool() noexcept {
+    PmlComm *pc = g.comm_pool;
+    if (pc != nullptr) {
+        g.comm_pool = pc->next_free;
+        pc->next_free = nullptr;
+        return pc;
+    }
+    pc = new (std::nothrow) PmlComm();
+    if (pc == nullptr) {
+        return nullptr;
+    }
+    OBJ_CONSTRUCT(&pc->lock, opal_mutex_t);
+    pc->next_all = g.comm_all;
+    g.comm_all = pc;
+    return pc;
+}
+
+void comm_retire_locked(PmlComm *pc) noexcept {
+    comm_clear(pc);
+    pc->next_free = g.comm_pool;
+    g.comm_pool = pc;
+}
+
+void comm_release(PmlComm *pc) noexcept {
+    if (add_fetch32(&pc->refs, -1) != 0) {
+        return;
+    }
+    // Last reference: unpublished, and no lookup can take a new one (they
+    // see refs 0). Kept items go back to their free lists outside the lock.
+    comm_clear(pc);
+    Guard early(&g.early_lock);
+    pc->next_free = g.comm_pool;
+    g.comm_pool = pc;
+}
+
 void pending_add(opal_list_t *list, opal_list_item_t *item) noexcept {
     Guard guard(&g.pending_lock);
     opal_list_append(list, item);
@@ -298,46 +356,52 @@ int mca_pml_roce_add_comm(ompi_communicator_t *comm) noexcept {
     if (comm->c_contextid > 65535) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    std::unique_ptr<PmlComm> pc(new (std::nothrow) PmlComm());
-    if (pc == nullptr) {
-        return OMPI_ERR_OUT_OF_RESOURCE;
-    }
     int32_t size = comm->c_remote_group->grp_proc_count;
     auto m = match::CommMatcher::create(size);
-    pc->send_seq.reset(new (std::nothrow) uint32_t[size]());
-    if (!m || pc->send_seq == nullptr) {
+    std::unique_ptr<uint32_t[]> seq(new (std::nothrow) uint32_t[size]());
+    if (!m || seq == nullptr) {
         opal_output(0, "pml roce [%s]: error: cannot create communicator %u of %d ranks: %s",
                     host_name(), comm->c_contextid, size,
                     m ? "out of memory" : m.status().message().c_str());
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    OBJ_CONSTRUCT(&pc->lock, opal_mutex_t);
+    const auto ctx = static_cast<uint16_t>(comm->c_contextid);
+    // Messages that arrived before this communicator existed become
+    // unexpected (or held) now; publishing under the same lock means no
+    // arrival can slip between the transfer and the table.
+    Guard early(&g.early_lock);
+    PmlComm *pc = comm_take_from_pool();
+    if (pc == nullptr) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    // The object is retired (refs 0): no lookup uses these fields until the
+    // release store of refs below.
     pc->matcher = std::move(m.value());
+    pc->send_seq = std::move(seq);
     pc->comm = comm;
-    pc->ctx = static_cast<uint16_t>(comm->c_contextid);
+    pc->ctx = ctx;
     pc->my_rank = comm->c_my_rank;
     pc->remote_size = size;
+    __atomic_store_n(&pc->refs, 1, __ATOMIC_RELEASE); // the table's reference
     {
-        // Messages that arrived before this communicator existed become
-        // unexpected (or held) now; publishing under the same lock means no
-        // arrival can slip between the transfer and the table.
-        Guard early(&g.early_lock);
-        {
-            Guard lock(&pc->lock);
-            roce::util::Status s = g.early->transfer(pc->ctx, *pc->matcher,
-                                               [&](void *payload, const roce::util::Status &why) {
-                                                   opal_output(0, "pml roce [%s]: error: %s; message dropped",
-                                                               host_name(), why.message().c_str());
-                                                   kept_free(static_cast<Kept *>(payload));
-                                               });
-            (void)s;
-        }
-        if (!g.comms.publish(pc->ctx, pc.get())) {
-            OBJ_DESTRUCT(&pc->lock);
-            return OMPI_ERR_OUT_OF_RESOURCE;
-        }
+        Guard lock(&pc->lock);
+        roce::util::Status s = g.early->transfer(pc->ctx, *pc->matcher,
+                                           [&](void *payload, const roce::util::Status &why) {
+                                               opal_output(0, "pml roce [%s]: error: %s; message dropped",
+                                                           host_name(), why.message().c_str());
+                                               kept_free(static_cast<Kept *>(payload));
+                                           });
+        (void)s;
     }
-    comm->c_pml_comm = reinterpret_cast<mca_pml_comm_t *>(pc.release());
+    if (!g.comms.publish(pc->ctx, pc)) {
+        // A stale lookup may have taken a reference meanwhile; then it
+        // retires the object when it is done.
+        if (add_fetch32(&pc->refs, -1) == 0) {
+            comm_retire_locked(pc);
+        }
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    comm->c_pml_comm = reinterpret_cast<mca_pml_comm_t *>(pc);
     return OMPI_SUCCESS;
 }
 
@@ -350,21 +414,11 @@ int mca_pml_roce_del_comm(ompi_communicator_t *comm) noexcept {
         Guard early(&g.early_lock);
         (void)g.comms.publish(pc->ctx, nullptr);
     }
-    std::size_t left;
-    {
-        Guard lock(&pc->lock);
-        left = pc->matcher->drain([](void *) {},
-                                  [](const match::Message &m) { kept_free(static_cast<Kept *>(m.payload)); });
-    }
-    if (left > 0) {
-        opal_output_verbose(10, output(),
-                            "pml roce [%s]: communicator %u freed with %zu messages or receives "
-                            "never matched",
-                            host_name(), pc->ctx, left);
-    }
-    OBJ_DESTRUCT(&pc->lock);
-    delete pc;
     comm->c_pml_comm = nullptr;
+    // The table's reference. An arrival in another thread that looked the
+    // communicator up before it was unpublished still holds one; then that
+    // arrival retires it when it is done (see PmlComm).
+    comm_release(pc);
     return OMPI_SUCCESS;
 }
 
@@ -430,6 +484,17 @@ void pml_teardown() noexcept {
         g.early = nullptr;
     }
     g.comms.clear();
+    // Every PmlComm ever made: retired ones sit in the pool; one still
+    // published here was never freed by Open MPI.
+    for (PmlComm *pc = g.comm_all; pc != nullptr;) {
+        PmlComm *next = pc->next_all;
+        comm_clear(pc);
+        OBJ_DESTRUCT(&pc->lock);
+        delete pc;
+        pc = next;
+    }
+    g.comm_all = nullptr;
+    g.comm_pool = nullptr;
     OBJ_DESTRUCT(&g.send_reqs);
     OBJ_DESTRUCT(&g.recv_reqs);
     OBJ_DESTRUCT(&g.kept_small);
