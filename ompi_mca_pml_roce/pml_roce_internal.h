@@ -44,6 +44,7 @@
 #include "match/early_arrivals.h"
 #include "pml_roce.h"
 #include "pml_roce_handles.h"
+#include "pml_roce_rndv.h"
 #include "pml_roce_wire.h"
 
 namespace roce::pml {
@@ -280,14 +281,8 @@ inline void release_refs(uint8_t flags, ompi_communicator_t *comm, ompi_datatype
     }
 }
 
-enum class SendProto : uint8_t {
-    kIdle,
-    kEagerPending,  ///< waiting for a descriptor to send the eager fragment
-    kHeaderPending, ///< waiting for a descriptor to send the RNDV/RGET header
-    kWaitAck,       ///< RNDV sent: waiting for the receiver's ACK
-    kWaitFin,       ///< RGET sent: waiting for FIN (or a fallback ACK)
-    kPipeline,      ///< sending FRAGs for [sched_off, sched_end)
-};
+/// The sender's protocol state (pml_roce_rndv.h: the answer checks read it).
+using SendProto = rndv::SendPhase;
 
 struct SendRequest {
     mca_pml_base_send_request_t base; ///< first: Open MPI's view of the request
@@ -318,15 +313,11 @@ struct RecvRequest {
     char *contig;      ///< start of the buffer when kContig
     uint64_t capacity; ///< packed bytes the buffer holds
     match::PostedHandle handle;
-    uint64_t id;       ///< id in the receive-request table while FRAGs are expected
+    uint64_t id;       ///< id in g.recv_ids while FRAGs are expected
     uint64_t msg_len;  ///< length the sender announced
-    uint64_t frag_lo;  ///< FRAG data must lie in [frag_lo, frag_hi)
-    uint64_t frag_hi;
-    uint64_t received; ///< FRAG bytes placed (under the id lock)
-    int32_t frag_users; ///< FRAGs being unpacked now (under the id lock)
+    rndv::FragAccount frags; ///< which FRAG bytes arrived (under the id lock)
     volatile int32_t refs;
     uint8_t flags;
-    bool frag_done;          ///< all FRAG bytes in: the id is gone (under the id lock)
     opal_mutex_t unpack_lock; ///< non-contiguous FRAG unpacks share the convertor
 };
 typedef RecvRequest mca_pml_roce_recv_request_t;
@@ -389,6 +380,12 @@ OBJ_CLASS_DECLARATION(mca_pml_roce_ctrl_t);
 
 // ------------------------------------------------------------- the pml ----
 
+/// The phase and length of a SendRequest, for g.send_ids' answer checks.
+inline rndv::SendView send_view(const void *request) noexcept {
+    const auto *r = static_cast<const SendRequest *>(request);
+    return {static_cast<SendProto>(r->proto), r->total};
+}
+
 /// Counters shown by pml_dump (relaxed, approximate under threads).
 struct Counters {
     uint64_t eager_inline = 0, eager_copy = 0, rndv = 0, rget = 0, pipeline = 0;
@@ -418,9 +415,9 @@ struct Pml {
     PmlComm *comm_all = nullptr;  ///< every PmlComm made (under early_lock), freed at finalize
     match::EarlyArrivals *early = nullptr;
 
-    opal_mutex_t ids_lock; ///< both request-id tables
-    HandleTable send_ids;
-    HandleTable recv_ids;
+    opal_mutex_t ids_lock;                 ///< both request-id tables
+    rndv::AnswerTable send_ids{send_view}; ///< sends waiting for an ACK or FIN
+    rndv::FragTable recv_ids;              ///< receives waiting for FRAGs
 
     opal_mutex_t pending_lock;
     opal_list_t pending_sends; ///< SendRequest waiting for descriptors

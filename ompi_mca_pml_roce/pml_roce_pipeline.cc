@@ -130,28 +130,29 @@ void frag_sent(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *, mca_btl_ba
 // nothing) and returns the request.
 SendRequest *claim(uint64_t id, const char *what, bool fin, uint64_t offset,
                    uint64_t size) noexcept {
-    Guard guard(&g.ids_lock);
-    auto *r = static_cast<SendRequest *>(g.send_ids.find(id));
-    if (r == nullptr) {
-        reject_id(what, id);
-        return nullptr;
+    rndv::AnswerTable::Claim c;
+    uint64_t total = 0;
+    {
+        Guard guard(&g.ids_lock);
+        c = fin ? g.send_ids.claim_fin(id, size) : g.send_ids.claim_ack(id, offset, size);
+        if (c.request != nullptr) {
+            total = static_cast<SendRequest *>(c.request)->total;
+        }
     }
-    auto p = static_cast<SendProto>(r->proto);
-    bool ok = fin ? p == SendProto::kWaitFin : (p == SendProto::kWaitAck || p == SendProto::kWaitFin);
-    if (!ok) {
-        reject_id(what, id);
-        return nullptr;
-    }
-    if (offset > r->total || size > r->total - offset) {
+    switch (c.outcome) {
+    case rndv::Outcome::kAccepted:
+        return static_cast<SendRequest *>(c.request);
+    case rndv::Outcome::kOutOfRange:
         opal_output(0,
                     "pml roce [%s]: error: %s asks for bytes [%" PRIu64 ", %" PRIu64
                     ") of a %" PRIu64 "-byte message; ignored",
-                    host_name(), what, offset, offset + size, r->total);
+                    host_name(), what, offset, offset + size, total);
         ++g.counters.bad_headers;
         return nullptr;
+    default:
+        reject_id(what, id);
+        return nullptr;
     }
-    g.send_ids.erase(id);
-    return r;
 }
 
 void release_registration(SendRequest *r) noexcept {
@@ -261,7 +262,7 @@ void mca_pml_roce_cb_fin(mca_btl_base_module_t *, mca_btl_base_tag_t tag,
         reject_header(tag, des, d);
         return;
     }
-    SendRequest *r = claim(h.src_req, "FIN", true, 0, 0);
+    SendRequest *r = claim(h.src_req, "FIN", true, 0, h.size);
     if (r == nullptr) {
         return;
     }
