@@ -386,12 +386,28 @@ inline rndv::SendView send_view(const void *request) noexcept {
     return {static_cast<SendProto>(r->proto), r->total};
 }
 
-/// Counters shown by pml_dump (relaxed, approximate under threads).
+/// Counters shown by pml_dump and, at pml_roce_verbose >= 10, at finalize
+/// (relaxed, approximate under threads). Plain fields so that MPI_T
+/// performance variables can expose them.
 struct Counters {
     uint64_t eager_inline = 0, eager_copy = 0, rndv = 0, rget = 0, pipeline = 0;
     uint64_t rget_fallbacks = 0, reg_failures = 0, pending_retries = 0;
     uint64_t bad_headers = 0, bad_ids = 0, early = 0;
+    /// Dropped as duplicates (late or repeated copies): FRAGs whose bytes
+    /// all arrived already or whose receive had completed; ACK/FIN for a
+    /// send that had its answer; match headers whose sequence number was
+    /// received already.
+    uint64_t dup_frags = 0, dup_answers = 0, dup_matches = 0;
+    /// FRAGs refused as malformed: outside the range asked for, partly
+    /// overlapping bytes that arrived, or too fragmented.
+    uint64_t bad_frags = 0;
 };
+
+/// Adds one to a counter (relaxed atomic: callbacks may run in several
+/// threads at once).
+inline void count(uint64_t *counter) noexcept {
+    __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED);
+}
 
 struct Pml {
     bool enabled = false;
@@ -454,8 +470,17 @@ void copy_pieces(uint8_t *dst, const Pieces &pc, std::size_t n) noexcept;
 
 /// Logs a refused header (rate limited) and counts it.
 void reject_header(uint8_t tag, const mca_btl_base_descriptor_t *des, wire::Defect d) noexcept;
-/// Logs a protocol message naming a request id that is not live.
-void reject_id(const char *what, uint64_t id) noexcept;
+/// Logs a protocol message naming a request id that was never issued or
+/// whose request is not waiting for it (rate limited) and counts it.
+void reject_id(const char *what, uint64_t id, rndv::Outcome why) noexcept;
+/// Counts a duplicate (`counter`) and logs it at verbose level 50.
+void drop_duplicate(uint64_t *counter, const char *what, uint64_t id, uint64_t offset,
+                    uint64_t len) noexcept;
+/// True for the first 16 events counted in `counter`, then one in 4096;
+/// counts the event. The rate limit of every peer-caused error line.
+bool should_log(uint64_t *counter) noexcept;
+/// Logs the protocol counters (duplicates, refusals) at verbose level 10.
+void log_counters(const char *when) noexcept;
 /// Aborts the job with a one-line reason (a btl reported a fatal error, or
 /// memory ran out where no retry is possible).
 [[noreturn]] void fatal(const char *fmt, ...) noexcept __attribute__((format(printf, 1, 2)));

@@ -34,15 +34,10 @@ void fatal(const char *fmt, ...) noexcept {
     std::abort(); // ompi_mpi_abort does not return; keep [[noreturn]] honest
 }
 
-namespace {
-
-// Rate limit for peer-caused error lines: the first 16, then one in 4096.
-bool should_log(volatile uint64_t *counter) noexcept {
+bool should_log(uint64_t *counter) noexcept {
     uint64_t n = __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED);
     return n <= 16 || n % 4096 == 0;
 }
-
-} // namespace
 
 void reject_header(uint8_t tag, const mca_btl_base_descriptor_t *des, wire::Defect d) noexcept {
     if (!should_log(&g.counters.bad_headers)) {
@@ -62,14 +57,36 @@ void reject_header(uint8_t tag, const mca_btl_base_descriptor_t *des, wire::Defe
                 s.c_str(), g.counters.bad_headers);
 }
 
-void reject_id(const char *what, uint64_t id) noexcept {
+void reject_id(const char *what, uint64_t id, rndv::Outcome why) noexcept {
     if (!should_log(&g.counters.bad_ids)) {
         return;
     }
     opal_output(0,
-                "pml roce [%s]: error: refused a %s for request id 0x%016" PRIx64
-                " that is unknown or not waiting for it (%" PRIu64 " so far)",
-                host_name(), what, id, g.counters.bad_ids);
+                "pml roce [%s]: error: refused a %s for request id 0x%016" PRIx64 ": %s "
+                "(%" PRIu64 " refused so far; only the first 16 and then one in 4096 are shown)",
+                host_name(), what, id,
+                why == rndv::Outcome::kWrongState ? "that request is not waiting for it"
+                                                  : "no such request was ever made here",
+                g.counters.bad_ids);
+}
+
+void drop_duplicate(uint64_t *counter, const char *what, uint64_t id, uint64_t offset,
+                    uint64_t len) noexcept {
+    count(counter);
+    opal_output_verbose(50, output(),
+                        "pml roce [%s]: dropped a duplicate %s (request id 0x%016" PRIx64
+                        ", offset %" PRIu64 ", %" PRIu64 " bytes)",
+                        host_name(), what, id, offset, len);
+}
+
+void log_counters(const char *when) noexcept {
+    const Counters &c = g.counters;
+    opal_output_verbose(10, output(),
+                        "pml roce [%s]: %s: duplicates dropped: %" PRIu64 " FRAG, %" PRIu64
+                        " ACK/FIN, %" PRIu64 " match; refused: %" PRIu64 " headers, %" PRIu64
+                        " request ids, %" PRIu64 " FRAG ranges",
+                        host_name(), when, c.dup_frags, c.dup_answers, c.dup_matches,
+                        c.bad_headers, c.bad_ids, c.bad_frags);
 }
 
 bool CommTable::publish(uint16_t ctx, PmlComm *pc) noexcept {
@@ -385,12 +402,19 @@ int mca_pml_roce_add_comm(ompi_communicator_t *comm) noexcept {
     __atomic_store_n(&pc->refs, 1, __ATOMIC_RELEASE); // the table's reference
     {
         Guard lock(&pc->lock);
-        roce::util::Status s = g.early->transfer(pc->ctx, *pc->matcher,
-                                           [&](void *payload, const roce::util::Status &why) {
-                                               opal_output(0, "pml roce [%s]: error: %s; message dropped",
-                                                           host_name(), why.message().c_str());
-                                               kept_free(static_cast<Kept *>(payload));
-                                           });
+        roce::util::Status s = g.early->transfer(
+            pc->ctx, *pc->matcher,
+            [&](void *payload, match::Verdict v, const roce::util::Status &why) {
+                if (v == match::Verdict::kDuplicate) {
+                    count(&g.counters.dup_matches);
+                    opal_output_verbose(50, output(), "pml roce [%s]: dropped a duplicate: %s",
+                                        host_name(), why.message().c_str());
+                } else if (should_log(&g.counters.bad_headers)) {
+                    opal_output(0, "pml roce [%s]: error: %s; message dropped", host_name(),
+                                why.message().c_str());
+                }
+                kept_free(static_cast<Kept *>(payload));
+            });
         (void)s;
     }
     if (!g.comms.publish(pc->ctx, pc)) {
@@ -429,10 +453,12 @@ int mca_pml_roce_dump(ompi_communicator_t *comm, int verbose) noexcept {
                 "pml roce [%s]: sends eager %" PRIu64 " (+inline), rndv %" PRIu64 ", rget %" PRIu64
                 ", pipelines %" PRIu64 ", rget fallbacks %" PRIu64 ", registration failures %" PRIu64
                 "; pending %d; live ids %zu send / %zu recv; early %zu; refused headers %" PRIu64
-                ", ids %" PRIu64,
+                ", ids %" PRIu64 ", FRAG ranges %" PRIu64 "; duplicates dropped: %" PRIu64
+                " FRAG, %" PRIu64 " ACK/FIN, %" PRIu64 " match",
                 host_name(), c.eager_copy, c.rndv, c.rget, c.pipeline, c.rget_fallbacks,
                 c.reg_failures, g.pending_count, g.send_ids.live(), g.recv_ids.live(),
-                g.early != nullptr ? g.early->size() : 0, c.bad_headers, c.bad_ids);
+                g.early != nullptr ? g.early->size() : 0, c.bad_headers, c.bad_ids, c.bad_frags,
+                c.dup_frags, c.dup_answers, c.dup_matches);
     if (pc == nullptr) {
         return OMPI_SUCCESS;
     }
@@ -477,6 +503,7 @@ void pml_teardown() noexcept {
     if (!g.enabled) {
         return;
     }
+    log_counters("at finalize");
     g.enabled = false;
     if (g.early != nullptr) {
         g.early->drain([](uint32_t, const match::Message &m) { kept_free(static_cast<Kept *>(m.payload)); });

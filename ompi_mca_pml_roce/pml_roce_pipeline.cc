@@ -124,10 +124,11 @@ void frag_sent(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *, mca_btl_ba
     send_request_release(r);
 }
 
-// Claims the request an ACK or FIN names: refuses (and logs) unknown ids,
-// requests not waiting for this answer, and an ACK asking for bytes outside
-// the message; otherwise removes the id (a duplicate answer then finds
-// nothing) and returns the request.
+// Claims the request an ACK or FIN names (rndv::AnswerTable): a copy of an
+// answer already accepted is counted and dropped; ids never issued,
+// requests not waiting for this answer and ranges outside the message are
+// refused with a rate-limited error; otherwise the id is closed and the
+// request returned.
 SendRequest *claim(uint64_t id, const char *what, bool fin, uint64_t offset,
                    uint64_t size) noexcept {
     rndv::AnswerTable::Claim c;
@@ -142,15 +143,21 @@ SendRequest *claim(uint64_t id, const char *what, bool fin, uint64_t offset,
     switch (c.outcome) {
     case rndv::Outcome::kAccepted:
         return static_cast<SendRequest *>(c.request);
+    case rndv::Outcome::kDuplicate:
+        drop_duplicate(&g.counters.dup_answers, what, id, offset, size);
+        return nullptr;
     case rndv::Outcome::kOutOfRange:
-        opal_output(0,
-                    "pml roce [%s]: error: %s asks for bytes [%" PRIu64 ", %" PRIu64
-                    ") of a %" PRIu64 "-byte message; ignored",
-                    host_name(), what, offset, offset + size, total);
-        ++g.counters.bad_headers;
+        if (should_log(&g.counters.bad_headers)) {
+            opal_output(0,
+                        "pml roce [%s]: error: refused a %s for request id 0x%016" PRIx64
+                        ": it names bytes [%" PRIu64 ", %" PRIu64 ") of a %" PRIu64
+                        "-byte message (%" PRIu64 " refused headers so far)",
+                        host_name(), what, id, fin ? 0 : offset, fin ? size : offset + size, total,
+                        g.counters.bad_headers);
+        }
         return nullptr;
     default:
-        reject_id(what, id);
+        reject_id(what, id, c.outcome);
         return nullptr;
     }
 }

@@ -216,26 +216,43 @@ extern "C" void mca_pml_roce_cb_frag(mca_btl_base_module_t *, mca_btl_base_tag_t
         reject_header(tag, des, d);
         return;
     }
+    // Admission records the FRAG's bytes before they are unpacked, so a
+    // copy arriving meanwhile (in another thread) is a duplicate too. Only
+    // an accepted FRAG touches the receive; one naming a finished receive
+    // finds a closed id and never reaches its memory.
     rndv::FragTable::Admission a;
-    uint64_t lo = 0, hi = 0;
+    uint64_t lo = 0, hi = 0, arrived = 0;
     {
         Guard guard(&g.ids_lock);
         a = g.recv_ids.admit(h.dst_req, h.offset, data.total);
-        if (a.account != nullptr) {
+        if (OPAL_UNLIKELY(a.outcome != rndv::Outcome::kAccepted && a.account != nullptr)) {
             lo = a.account->lo();
             hi = a.account->hi();
+            arrived = a.account->arrived();
         }
     }
-    if (a.outcome == rndv::Outcome::kUnknown) {
-        reject_id("FRAG", h.dst_req);
+    switch (a.outcome) {
+    case rndv::Outcome::kAccepted:
+        break;
+    case rndv::Outcome::kDuplicate:
+        drop_duplicate(&g.counters.dup_frags, "FRAG", h.dst_req, h.offset, data.total);
         return;
-    }
-    if (a.outcome != rndv::Outcome::kAccepted) {
-        opal_output(0,
-                    "pml roce [%s]: error: FRAG of %zu bytes at offset %" PRIu64
-                    " outside the expected range [%" PRIu64 ", %" PRIu64 "); dropped",
-                    host_name(), data.total, h.offset, lo, hi);
-        ++g.counters.bad_headers;
+    case rndv::Outcome::kUnknown:
+    case rndv::Outcome::kWrongState:
+        reject_id("FRAG", h.dst_req, a.outcome);
+        return;
+    case rndv::Outcome::kNoMemory:
+        fatal("out of memory recording a message fragment");
+    default:
+        if (should_log(&g.counters.bad_frags)) {
+            opal_output(0,
+                        "pml roce [%s]: error: refused a FRAG of %zu bytes at offset %" PRIu64
+                        " for request id 0x%016" PRIx64 ": %s (the receive wants [%" PRIu64
+                        ", %" PRIu64 "), %" PRIu64 " bytes of it arrived); %" PRIu64
+                        " refused so far, only the first 16 and then one in 4096 are shown",
+                        host_name(), data.total, h.offset, h.dst_req, rndv::outcome_name(a.outcome),
+                        lo, hi, arrived, g.counters.bad_frags);
+        }
         return;
     }
     auto *r = static_cast<RecvRequest *>(a.account->owner());

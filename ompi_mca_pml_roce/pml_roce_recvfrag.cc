@@ -169,13 +169,28 @@ Kept *keep_copy(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
     return k;
 }
 
+// A match header the matcher refused: a sequence number received already is
+// a duplicate (counted, verbose 50); anything else is malformed (counted,
+// rate-limited error).
 void log_refusal(PmlComm *pc, const match::Envelope &env, match::Verdict v) noexcept {
-    ++g.counters.bad_headers;
     if (v == match::Verdict::kNoMemory) {
         fatal("out of memory while matching a message on communicator %u", pc->ctx);
     }
+    if (v == match::Verdict::kDuplicate) {
+        count(&g.counters.dup_matches);
+        opal_output_verbose(50, output(),
+                            "pml roce [%s]: dropped a duplicate match header from %d (tag %d, "
+                            "seq %u) on communicator %u",
+                            host_name(), env.source, env.tag, static_cast<unsigned>(env.seq),
+                            pc->ctx);
+        return;
+    }
+    if (!should_log(&g.counters.bad_headers)) {
+        return;
+    }
     util::Status s = match::explain(v, env, pc->ctx, pc->remote_size);
-    opal_output(0, "pml roce [%s]: error: %s; message dropped", host_name(), s.message().c_str());
+    opal_output(0, "pml roce [%s]: error: %s; message dropped (%" PRIu64 " refused headers so far)",
+                host_name(), s.message().c_str(), g.counters.bad_headers);
 }
 
 // Admits held messages of `src` that are now in sequence.

@@ -5,10 +5,10 @@
 // its id lock; tests/unit/test_pml_rndv.cc drives it with random sequences
 // of valid, duplicated, reordered, truncated and forged messages.
 //
-//   receiver: matched RNDV (or RGET falling back)  -> FragTable::open  -> ACK {id, offset, size}
-//             FRAG {id, offset, bytes}             -> FragTable::admit -> unpack -> FragTable::settle
-//   sender:   RNDV/RGET header sent                -> AnswerTable::open (id in the header)
-//             ACK / FIN {id, ...}                  -> AnswerTable::claim_ack / claim_fin
+//   receiver: RNDV matched (or RGET falls back) -> FragTable::open -> ACK {id, offset, size}
+//             FRAG {id, offset, bytes} -> FragTable::admit -> unpack -> FragTable::settle
+//   sender:   RNDV/RGET header sent -> AnswerTable::open (its id goes in the header)
+//             ACK / FIN {id, ...} -> AnswerTable::claim_ack / claim_fin
 #pragma once
 
 #include <cstddef>
@@ -55,12 +55,17 @@ public:
     void open(uint64_t lo, uint64_t hi, void *owner) noexcept;
 
     /// Checks a FRAG of `len` bytes at `offset` and, when kAccepted,
-    /// records it as being unpacked (settle() when done). Never trusts the
-    /// numbers: anything outside [lo, hi) is kOutOfRange.
+    /// records its bytes as arrived and the FRAG as being unpacked (call
+    /// settle() when done). Never trusts the numbers: an empty FRAG or any
+    /// byte outside [lo, hi) is kOutOfRange; bytes that all arrived already
+    /// (even while the first copy is still being unpacked) kDuplicate; some
+    /// but not all of them kOverlap; nothing is recorded then. O(log p + p)
+    /// for p = pieces(), O(1) for FRAGs arriving in order.
     Outcome admit(uint64_t offset, uint64_t len) noexcept;
 
     /// One admitted FRAG has been unpacked. True exactly once: when every
-    /// byte of [lo, hi) arrived and nothing is being unpacked any more.
+    /// byte of [lo, hi) arrived exactly once and nothing is being unpacked
+    /// any more.
     bool settle() noexcept;
 
     uint64_t lo() const noexcept { return lo_; }
@@ -68,14 +73,19 @@ public:
     uint64_t arrived() const noexcept { return arrived_; }
     bool complete() const noexcept { return complete_; }
     /// Separate ranges of arrived bytes beyond the contiguous start.
-    std::size_t pieces() const noexcept { return 0; }
+    std::size_t pieces() const noexcept { return ahead_.size(); }
     void *owner() const noexcept { return owner_; }
     uint64_t id() const noexcept { return id_; }
 
 private:
     friend class FragTable;
+    struct Range {
+        uint64_t begin, end;
+    };
     uint64_t lo_ = 0;
     uint64_t hi_ = 0;
+    uint64_t prefix_ = 0;      ///< [lo_, prefix_) arrived
+    std::vector<Range> ahead_; ///< arrived beyond prefix_: sorted, disjoint, not touching
     uint64_t arrived_ = 0;
     uint32_t unpacking_ = 0;
     bool complete_ = false;
@@ -95,12 +105,17 @@ public:
     uint64_t open(FragAccount &a, uint64_t lo, uint64_t hi, void *owner) noexcept;
 
     struct Admission {
+        /// kUnknown: never issued; kDuplicate with no account: closed.
         Outcome outcome;
         /// The live receive the id names (also when its FRAG is refused, to
         /// describe the refusal); nullptr when the id names none.
         FragAccount *account;
     };
     /// Looks the FRAG's id up and admits its bytes (FragAccount::admit).
+    /// An id closed before (the receive completed: a late copy) gives
+    /// kDuplicate, an id never issued kUnknown; neither touches any
+    /// FragAccount, so a FRAG for a finished receive never reaches its
+    /// memory.
     Admission admit(uint64_t id, uint64_t offset, uint64_t len) noexcept;
 
     /// FragAccount::settle; when it returns true the id is closed (later
@@ -154,10 +169,12 @@ public:
     /// An ACK: the receiver wants [offset, offset + size) of the message
     /// (size 0: nothing more, the send is complete). Accepted when the
     /// request waits for an ACK or a FIN (RGET fallback) and the range lies
-    /// within the message.
+    /// within the message. An id accepted before (a copy of the answer)
+    /// gives kDuplicate, an id never issued kUnknown.
     Claim claim_ack(uint64_t id, uint64_t offset, uint64_t size) noexcept;
     /// A FIN: the receiver got `size` bytes by RDMA. Accepted when the
-    /// request waits for a FIN.
+    /// request waits for a FIN and `size` is at most the message length;
+    /// kDuplicate and kUnknown as for claim_ack.
     Claim claim_fin(uint64_t id, uint64_t size) noexcept;
 
     std::size_t live() const noexcept { return ids_.live(); }
