@@ -126,8 +126,10 @@ inline uint64_t add_fetch64(volatile uint64_t *p, uint64_t v) noexcept {
 ///    retirement increments a counter that still exists, sees 0 (retired:
 ///    it backs off) or another context id (reused: it releases and looks
 ///    again), and never touches freed memory.
-/// Everything but `refs`, `next` and `lock` belongs to one life (add_comm
-/// to retirement) and is read by the arrival path only under a reference.
+/// Everything but `refs`, `lock` and the pool links belongs to one life
+/// (add_comm to retirement) and is read by the arrival path only under a
+/// reference. Lock order: g.early_lock before `lock`; comm_release may take
+/// g.early_lock, so no reference is dropped with either lock held.
 struct PmlComm {
     opal_mutex_t lock; ///< serialises every call on `matcher` (and keep callbacks)
     std::unique_ptr<match::CommMatcher> matcher;
@@ -197,13 +199,12 @@ public:
                 }
                 comm_release(pc); // reused for another context id meanwhile
             }
-            // Retired or reused between find and the reference: look again
-            // (the table changed, so this ends as soon as it is stable).
+            // Retired or reused between find and the reference: look again.
+            // The table changed meanwhile (a published object always has
+            // refs >= 1 and its own ctx), so this ends once it is stable,
+            // and never loops under g.early_lock.
         }
     }
-    /// Whether a communicator is published for `ctx` (no reference taken:
-    /// the answer is only stable under g.early_lock).
-    bool published(uint16_t ctx) const noexcept { return find(ctx) != nullptr; }
     bool publish(uint16_t ctx, PmlComm *pc) noexcept;
     void clear() noexcept; // frees the chunks (finalize)
 
