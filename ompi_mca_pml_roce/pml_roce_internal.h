@@ -148,11 +148,19 @@ inline PmlComm *pml_comm(ompi_communicator_t *comm) noexcept {
     return reinterpret_cast<PmlComm *>(comm->c_pml_comm);
 }
 
-/// Drops one reference; the last one retires the communicator state (frees
-/// the messages left in its matcher, returns the object to g.comm_pool).
-/// Any thread; the last holder takes g.early_lock, so never call it with a
-/// communicator lock held.
-void comm_release(PmlComm *pc) noexcept;
+/// Retires a PmlComm whose last reference was just dropped: frees the
+/// messages left in its matcher and returns the object to g.comm_pool
+/// (takes g.early_lock).
+void comm_retire(PmlComm *pc) noexcept;
+/// Drops one reference; the last one retires the communicator state. Any
+/// thread; the last holder takes g.early_lock, so never call it with
+/// g.early_lock or a communicator lock held. Inline: every match-type
+/// arrival drops one.
+inline void comm_release(PmlComm *pc) noexcept {
+    if (OPAL_UNLIKELY(add_fetch32(&pc->refs, -1) == 0)) {
+        comm_retire(pc);
+    }
+}
 /// A PmlComm from the pool, or a new one (its lock constructed), refs 0;
 /// nullptr when out of memory. Caller holds g.early_lock.
 PmlComm *comm_take_from_pool() noexcept;
@@ -161,15 +169,8 @@ PmlComm *comm_take_from_pool() noexcept;
 void comm_retire_locked(PmlComm *pc) noexcept;
 
 /// Takes a reference if the object is alive (refs > 0); false when it is
-/// retired or being set up.
+/// retired or being set up. For threads (must_lock()).
 inline bool comm_try_ref(PmlComm *pc) noexcept {
-    if (!must_lock()) {
-        if (pc->refs <= 0) {
-            return false;
-        }
-        ++pc->refs;
-        return true;
-    }
     int32_t r = __atomic_load_n(&pc->refs, __ATOMIC_RELAXED);
     while (r > 0) {
         if (__atomic_compare_exchange_n(&pc->refs, &r, r + 1, true, __ATOMIC_ACQUIRE,
@@ -188,6 +189,15 @@ public:
     /// the caller (drop it with comm_release), or nullptr. Lock-free; safe
     /// against a concurrent del_comm/add_comm (see PmlComm).
     PmlComm *acquire(uint16_t ctx) const noexcept {
+        if (OPAL_LIKELY(!must_lock())) {
+            // One thread: nothing changes between the lookup and the
+            // reference, and a published object is alive with its own ctx.
+            PmlComm *pc = find(ctx);
+            if (OPAL_LIKELY(pc != nullptr)) {
+                ++pc->refs;
+            }
+            return pc;
+        }
         for (;;) {
             PmlComm *pc = find(ctx);
             if (pc == nullptr) {

@@ -155,10 +155,7 @@ void comm_retire_locked(PmlComm *pc) noexcept {
     g.comm_pool = pc;
 }
 
-void comm_release(PmlComm *pc) noexcept {
-    if (add_fetch32(&pc->refs, -1) != 0) {
-        return;
-    }
+void comm_retire(PmlComm *pc) noexcept {
     // Last reference: unpublished, and no lookup can take a new one (they
     // see refs 0). Kept items go back to their free lists outside the lock.
     comm_clear(pc);
