@@ -1,4 +1,8 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#include <chrono>
+#include <string>
+
+#include "bounded.h"
 #include "catch.h"
 #include "util/json.h"
 
@@ -78,4 +82,81 @@ TEST_CASE("json: errors name the byte offset and what was expected", "[util][jso
     auto r = Json::parse(deep);
     REQUIRE_FALSE(r.is_ok());
     CHECK(r.status().message().find("nesting limit") != std::string::npos);
+}
+
+namespace {
+
+/// The shortest distinct member names, in order: every 1-character name, then
+/// every 2-character one, ... (printable ASCII without '"' and '\\').
+std::string nth_key(size_t n) {
+    static const std::string alphabet = [] {
+        std::string a;
+        for (char c = 0x20; c < 0x7f; ++c) {
+            if (c != '"' && c != '\\') {
+                a += c;
+            }
+        }
+        return a;
+    }();
+    const size_t k = alphabet.size();
+    size_t len = 1, count = k;
+    while (n >= count) {
+        n -= count;
+        ++len;
+        count *= k;
+    }
+    std::string key(len, alphabet[0]);
+    for (size_t i = len; i-- > 0;) {
+        key[i] = alphabet[n % k];
+        n /= k;
+    }
+    return key;
+}
+
+} // namespace
+
+TEST_CASE("json: a 4 MiB object with as many members as fit parses in under a second",
+          "[util][json][limits]") {
+    // The readers cap a file at 4 MiB; the worst case for an object is the
+    // most members that fit: {"a":0,"b":0,...} with the shortest names.
+    const size_t cap = 4u << 20;
+    std::string text = "{";
+    size_t keys = 0;
+    for (;; ++keys) {
+        std::string member = (keys ? ",\"" : "\"") + nth_key(keys) + "\":0";
+        if (text.size() + member.size() + 1 > cap) {
+            break;
+        }
+        text += member;
+    }
+    text += "}";
+    REQUIRE(text.size() <= cap);
+    REQUIRE(keys > 500000);
+    auto r = roce::testing::run_bounded(
+        [&](std::string &out) {
+            auto start = std::chrono::steady_clock::now();
+            auto doc = Json::parse(text);
+            double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                           .count();
+            out = std::to_string(s);
+            if (!doc || doc->members().size() != keys) {
+                return 1;
+            }
+            // Every member is found, first, middle and last.
+            for (size_t i : {size_t{0}, keys / 2, keys - 1}) {
+                const Json *v = doc->find(nth_key(i));
+                if (v == nullptr || v->as_int(-1) != 0) {
+                    return 2;
+                }
+            }
+            return 0;
+        },
+        60.0);
+    INFO(keys << " members, " << text.size() << " bytes");
+    REQUIRE(r.finished);
+    CHECK(r.exit_code == 0);
+    const double seconds = std::stod(r.output);
+    WARN("json: " << keys << " members in " << text.size() << " bytes parsed in " << seconds
+                  << " s");
+    CHECK(seconds < 1.0 * roce::testing::kSlowdown);
 }
