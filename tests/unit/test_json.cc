@@ -160,3 +160,79 @@ TEST_CASE("json: a 4 MiB object with as many members as fit parses in under a se
                   << " s");
     CHECK(seconds < 1.0 * roce::testing::kSlowdown);
 }
+
+TEST_CASE("json: a repeated member name keeps the first position and the last value",
+          "[util][json]") {
+    for (size_t extra : {size_t{0}, Json::kIndexFrom + 5}) {
+        INFO("members before the repeat: " << extra);
+        std::string text = "{\"a\":1,\"b\":2";
+        for (size_t i = 0; i < extra; ++i) {
+            text += ",\"k" + std::to_string(i) + "\":0";
+        }
+        text += ",\"a\":3}";
+        auto doc = Json::parse(text);
+        REQUIRE(doc.is_ok());
+        CHECK(doc->members().size() == 2 + extra);
+        CHECK(doc->members().front().first == "a");
+        CHECK(doc->find("a")->as_int() == 3);
+        CHECK(doc->dump().rfind("{\"a\":3,\"b\":2", 0) == 0);
+    }
+}
+
+TEST_CASE("json: large objects are indexed, and copies keep working", "[util][json]") {
+    Json o = Json::object();
+    for (int i = 0; i < 1000; ++i) {
+        o["k" + std::to_string(i)] = i;
+    }
+    o["k7"] = "seven"; // replaces in place
+    REQUIRE(o.members().size() == 1000);
+    Json copy = o;
+    o["k999"] = false;
+    for (const Json *j : {&o, &copy}) {
+        CHECK(j->find("k0")->as_int() == 0);
+        CHECK(j->find("k7")->as_string() == "seven");
+        CHECK(j->find("k1000") == nullptr);
+        CHECK(j->members()[7].first == "k7");
+    }
+    CHECK(o.find("k999")->is_bool());
+    CHECK(copy.find("k999")->as_int() == 999);
+    Json assigned;
+    assigned = copy;
+    assigned["new"] = 1;
+    CHECK(assigned.members().size() == 1001);
+    CHECK(copy.find("new") == nullptr);
+    CHECK(assigned.find("new")->as_int() == 1);
+    auto again = Json::parse(o.dump());
+    REQUIRE(again.is_ok());
+    CHECK(*again == o);
+}
+
+TEST_CASE("json: numbers beyond a double are an error, not an infinity", "[util][json]") {
+    for (const char *text : {"1e400", "-1e400", "[1,2e999]"}) {
+        INFO(text);
+        auto r = Json::parse(text);
+        REQUIRE_FALSE(r.is_ok());
+        CHECK_THAT(r.status().message(),
+                   Catch::Matchers::Contains("expected a number within the range of a double"));
+    }
+    auto tiny = Json::parse("1e-400"); // underflow is a plain 0
+    REQUIRE(tiny.is_ok());
+    CHECK(tiny->as_number() == 0);
+    CHECK(Json(1e308 * 10).dump() == "null"); // only code can make one
+}
+
+TEST_CASE("json: dump writes valid UTF-8 with no raw control characters", "[util][json]") {
+    CHECK(Json("del\x7f").dump() == R"("del\u007f")");
+    CHECK(Json("c1\xc2\x9b[31m").dump() == R"("c1\u009b[31m")");  // U+009B CSI
+    CHECK(Json("caf\xc3\xa9 \xe2\x82\xac").dump() == "\"caf\xc3\xa9 \xe2\x82\xac\""); // kept
+    CHECK(Json("bad\xff\xc3").dump() == "\"bad\xef\xbf\xbd\xef\xbf\xbd\""); // U+FFFD each
+    CHECK(Json("\xed\xa0\x80").dump() == "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""); // surrogate
+    CHECK(Json("\xc0\xaf").dump() == "\"\xef\xbf\xbd\xef\xbf\xbd\"");             // overlong
+    // dump(parse(dump())) == dump(), whatever the bytes.
+    for (const char *s : {"bad\xff", "\x1b[2J", "\xc2\x80", "ok"}) {
+        std::string d = Json(s).dump();
+        auto p = Json::parse(d);
+        REQUIRE(p.is_ok());
+        CHECK(p->dump() == d);
+    }
+}
