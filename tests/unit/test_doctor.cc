@@ -93,7 +93,7 @@ TEST_CASE("roce-doctor: unreadable captures exit 2 with the reason", "[doctor][c
                    "directory\n");
     testing::TempDir t;
     testing::copy_tree(fixture_dir("mlx5_lag"), t.path());
-    REQUIRE(topo::fs::write_text(t.path() + "/ip-addr.json", "[{").is_ok());
+    testing::write_file(t.path() + "/ip-addr.json", "[{");
     Run bad = doctor_run({"--from", t.path(), "--json"}, m.env());
     CHECK(bad.status == 2);
     CHECK_THAT(bad.err, Catch::Matchers::Contains("ip-addr.json: malformed JSON at byte 2"));
