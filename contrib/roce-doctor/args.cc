@@ -53,10 +53,13 @@ Status apply_value(Args &a, const std::string &name, const std::string &value, b
     known = true;
     if (name == "--peer") {
         a.peers.push_back(value);
-    } else if (name == "--capture") {
-        a.capture_dir = value;
-    } else if (name == "--from") {
-        a.from_dir = value;
+    } else if (name == "--capture" || name == "--from") {
+        // An empty value would read as "not given": --from= would silently
+        // report on this machine instead of the capture.
+        if (value.empty()) {
+            return bad(name + " needs a directory, not an empty value");
+        }
+        (name == "--capture" ? a.capture_dir : a.from_dir) = value;
     } else if (name == "--if-include") {
         a.raw.if_include = value;
     } else if (name == "--if-exclude") {
