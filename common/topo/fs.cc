@@ -130,6 +130,10 @@ Result<std::string> read_at(int dfd, const std::string &name, const std::string 
     return out;
 }
 
+/// The directory descriptor for the *at() calls: AT_FDCWD when parent_of
+/// left the resolution to the kernel (Links::kFollow).
+int at(const Fd &dir) { return dir ? dir.get() : AT_FDCWD; }
+
 } // namespace
 
 std::string join(const std::string &a, const std::string &b) {
@@ -172,23 +176,10 @@ std::string Tree::shown(std::string_view rel) const { return util::printable(pat
 
 Result<Fd> Tree::parent_of(std::string_view rel, std::string *last, const char *verb) const {
     if (links_ == Links::kFollow) {
-        // The kernel's tree: resolve the directories the way the kernel
-        // does, links included.
-        std::string full = path(rel);
-        while (full.size() > 1 && full.back() == '/') {
-            full.pop_back();
-        }
-        size_t slash = full.rfind('/');
-        std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : full.substr(0, slash);
-        *last = slash == std::string::npos ? full : full.substr(slash + 1);
-        if (last->empty()) {
-            *last = ".";
-        }
-        Fd d(::open(dir.c_str(), kDirFlags));
-        if (!d) {
-            return Status::from_errno(errno, std::string(verb) + " " + shown(rel));
-        }
-        return d;
+        // The kernel's tree: the kernel resolves the directories, links
+        // included, from the whole path (no descriptor: AT_FDCWD).
+        *last = rel.empty() && root_.empty() ? "." : path(rel);
+        return Fd();
     }
     Fd d(::open(root_.empty() ? "." : root_.c_str(), kDirFlags));
     if (!d) {
@@ -225,7 +216,7 @@ Result<std::string> Tree::read_text(std::string_view rel, size_t max_bytes) cons
     if (!dir) {
         return dir.status();
     }
-    return read_at(dir->get(), last, shown(rel), max_bytes, links_);
+    return read_at(at(*dir), last, shown(rel), max_bytes, links_);
 }
 
 Result<std::string> Tree::read_line(std::string_view rel) const {
@@ -247,9 +238,9 @@ Result<std::vector<std::string>> Tree::list_dir(std::string_view rel) const {
     // In the kernel's tree the directory itself may be a link
     // (/sys/class/net/eth0); in a capture it may not.
     int flags = kDirFlags | (links_ == Links::kRefuse ? O_NOFOLLOW : 0);
-    int fd = ::openat(dir->get(), last.c_str(), flags);
+    int fd = ::openat(at(*dir), last.c_str(), flags);
     if (fd < 0) {
-        return open_error(errno, dir->get(), last, "opendir", shown(rel), links_);
+        return open_error(errno, at(*dir), last, "opendir", shown(rel), links_);
     }
     DIR *d = ::fdopendir(fd);
     if (d == nullptr) {
@@ -273,7 +264,7 @@ bool Tree::exists(std::string_view rel) const {
     std::string last;
     auto dir = parent_of(rel, &last, "lstat");
     struct stat st {};
-    return dir && ::fstatat(dir->get(), last.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    return dir && ::fstatat(at(*dir), last.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 bool Tree::is_dir(std::string_view rel) const {
@@ -281,14 +272,14 @@ bool Tree::is_dir(std::string_view rel) const {
     auto dir = parent_of(rel, &last, "stat");
     struct stat st {};
     int flags = links_ == Links::kRefuse ? AT_SYMLINK_NOFOLLOW : 0;
-    return dir && ::fstatat(dir->get(), last.c_str(), &st, flags) == 0 && S_ISDIR(st.st_mode);
+    return dir && ::fstatat(at(*dir), last.c_str(), &st, flags) == 0 && S_ISDIR(st.st_mode);
 }
 
 bool Tree::is_link(std::string_view rel) const {
     std::string last;
     auto dir = parent_of(rel, &last, "lstat");
     struct stat st {};
-    return dir && ::fstatat(dir->get(), last.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+    return dir && ::fstatat(at(*dir), last.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
            S_ISLNK(st.st_mode);
 }
 
@@ -299,20 +290,20 @@ Result<std::string> Tree::link_name(std::string_view rel) const {
         return dir.status();
     }
     struct stat st {};
-    if (::fstatat(dir->get(), last.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (::fstatat(at(*dir), last.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         return Status::from_errno(errno, "lstat " + shown(rel));
     }
     std::string target;
     if (S_ISLNK(st.st_mode)) {
         char buf[4096];
-        ssize_t n = ::readlinkat(dir->get(), last.c_str(), buf, sizeof(buf) - 1);
+        ssize_t n = ::readlinkat(at(*dir), last.c_str(), buf, sizeof(buf) - 1);
         if (n < 0) {
             return Status::from_errno(errno, "readlink " + shown(rel));
         }
         target.assign(buf, static_cast<size_t>(n));
     } else {
         // A capture's link file: "../bond0\n".
-        auto text = read_at(dir->get(), last, shown(rel), kMaxFileBytes, links_);
+        auto text = read_at(at(*dir), last, shown(rel), kMaxFileBytes, links_);
         if (!text) {
             return text.status();
         }

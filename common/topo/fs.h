@@ -109,9 +109,12 @@ public:
     util::Result<std::string> link_name(std::string_view rel) const;
 
 private:
-    /// The directory holding REL's last component (opened under the
-    /// policy), and that component ("." for REL ""). Errors read
-    /// "VERB ROOT/REL failed: ..." or name the link that was refused.
+    /// The directory holding REL's last component, opened one component at
+    /// a time with O_NOFOLLOW (kRefuse), and that component ("." for REL
+    /// ""). kFollow opens nothing: an empty Fd, and `last` is the whole
+    /// path, for the kernel to resolve (one open per file, as sysfs
+    /// polling wants). Errors read "VERB ROOT/REL failed: ..." or name the
+    /// link that was refused.
     util::Result<Fd> parent_of(std::string_view rel, std::string *last, const char *verb) const;
 
     std::string root_;
