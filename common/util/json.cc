@@ -1,6 +1,7 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #include "util/json.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -305,10 +306,15 @@ private:
             }
         }
         std::string text(s_.substr(start, pos_ - start));
-        if (integral && text.size() <= 18) {
-            // Exact for every integer ip(8) prints (ifindex, mtu, lifetimes).
-            out = Json(static_cast<int64_t>(std::strtoll(text.c_str(), nullptr, 10)));
-            return Status::ok();
+        if (integral) {
+            // Exact for every integer ip(8) prints (ifindex, mtu, lifetimes);
+            // past int64 it is a double like any other number.
+            errno = 0;
+            long long v = std::strtoll(text.c_str(), nullptr, 10);
+            if (errno != ERANGE) {
+                out = Json(static_cast<int64_t>(v));
+                return Status::ok();
+            }
         }
         double v = std::strtod(text.c_str(), nullptr);
         if (!std::isfinite(v)) {
@@ -504,7 +510,10 @@ void Json::dump_to(std::string &out, int indent, int level) const {
     case Type::kNumber:
         if (!std::isfinite(num_)) {
             out += "null";
-        } else if (integral_ || (std::floor(num_) == num_ && std::fabs(num_) < 1e15)) {
+        } else if ((integral_ && std::fabs(num_) < 9.2e18) ||
+                   (std::floor(num_) == num_ && std::fabs(num_) < 1e15)) {
+            // Below 2^63, so the conversion is defined; larger integral
+            // values print as doubles (their exact digits are gone anyway).
             out += std::to_string(static_cast<long long>(num_));
         } else {
             out += format("%.17g", num_);

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <ctime>
 #include <functional>
 #include <string>
 
@@ -97,6 +98,15 @@ inline BoundedRun run_bounded(const std::function<int(std::string &out)> &fn, do
         r.exit_code = 128 + WTERMSIG(status);
     }
     return r;
+}
+
+/// CPU time of the calling thread, in seconds: for bounds on how much work
+/// something does, which other processes on a loaded machine cannot
+/// stretch the way they stretch wall time.
+inline double thread_cpu_seconds() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 /// How much slower than a plain -O2 build this one is expected to run:
