@@ -144,9 +144,11 @@ pkey index, qkey, port and path MTU, and why.
 
 Modes:
   (none)              read this machine (rdma-core, sysfs, getifaddrs)
-  --from DIR          replay a capture made with --capture instead
+  --from DIR          replay a capture made with --capture instead (regular
+                      files only; links inside DIR are not followed)
   --capture DIR       write a replayable capture of this machine to DIR
-                      (DIR/sys/..., DIR/ip-addr.json, DIR/ip-link.json)
+                      (DIR/sys/..., DIR/ip-addr.json, DIR/ip-link.json);
+                      DIR must be new (made 0700) or an empty one you own
   --check             also run real UD and RC QP transitions (RESET->INIT->
                       RTR->RTS) with the selected attributes on each port and
                       report pass or the diagnostic
