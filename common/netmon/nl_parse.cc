@@ -308,8 +308,8 @@ Status parse_link(const nlmsghdr *h, ParsedMessage *out) {
     if (tb[IFLA_LINKINFO] != nullptr) {
         Status st = parse_linkinfo(tb[IFLA_LINKINFO], &m);
         if (!st) {
-            return std::move(st).with_context(util::format(
-                "link %d (%s)", m.ifindex, util::printable(m.name).c_str()));
+            return std::move(st).with_context(
+                util::format("link %d (%s)", m.ifindex, util::printable(m.name).c_str()));
         }
     }
     out->type = ParsedMessage::Type::kLink;

@@ -26,13 +26,20 @@ constexpr const char *kOutRule = ": a capture is written only into a new directo
 
 const char *kind_of(mode_t mode) {
     switch (mode & S_IFMT) {
-    case S_IFIFO: return "a FIFO";
-    case S_IFSOCK: return "a socket";
-    case S_IFCHR: return "a character device";
-    case S_IFBLK: return "a block device";
-    case S_IFDIR: return "a directory";
-    case S_IFLNK: return "a symbolic link";
-    default: return "not a file";
+    case S_IFIFO:
+        return "a FIFO";
+    case S_IFSOCK:
+        return "a socket";
+    case S_IFCHR:
+        return "a character device";
+    case S_IFBLK:
+        return "a block device";
+    case S_IFDIR:
+        return "a directory";
+    case S_IFLNK:
+        return "a symbolic link";
+    default:
+        return "not a file";
     }
 }
 
@@ -132,7 +139,9 @@ Result<std::string> read_at(int dfd, const std::string &name, const std::string 
 
 /// The directory descriptor for the *at() calls: AT_FDCWD when parent_of
 /// left the resolution to the kernel (Links::kFollow).
-int at(const Fd &dir) { return dir ? dir.get() : AT_FDCWD; }
+int at(const Fd &dir) {
+    return dir ? dir.get() : AT_FDCWD;
+}
 
 } // namespace
 
@@ -172,7 +181,9 @@ std::string Tree::path(std::string_view rel) const {
     return rel.empty() ? root_ : join(root_, std::string(rel));
 }
 
-std::string Tree::shown(std::string_view rel) const { return util::printable(path(rel)); }
+std::string Tree::shown(std::string_view rel) const {
+    return util::printable(path(rel));
+}
 
 Result<Fd> Tree::parent_of(std::string_view rel, std::string *last, const char *verb) const {
     if (links_ == Links::kFollow) {
@@ -201,9 +212,9 @@ Result<Fd> Tree::parent_of(std::string_view rel, std::string *last, const char *
         if (!next) {
             // A link is named where it is; anything else by the path asked for.
             Status st = open_error(errno, d.get(), parts[i], verb, shown(prefix), links_);
-            return st.sys_errno() == 0 ? st : Status::from_errno(st.sys_errno(),
-                                                                  std::string(verb) + " " +
-                                                                      shown(rel));
+            return st.sys_errno() == 0
+                       ? st
+                       : Status::from_errno(st.sys_errno(), std::string(verb) + " " + shown(rel));
         }
         d = std::move(next);
     }
@@ -413,7 +424,9 @@ Result<Fd> OutTree::dir(std::string_view rel) {
     return cur;
 }
 
-Status OutTree::make_dirs(std::string_view rel) { return dir(rel).status(); }
+Status OutTree::make_dirs(std::string_view rel) {
+    return dir(rel).status();
+}
 
 Status OutTree::write_file(std::string_view rel, std::string_view text) {
     size_t slash = rel.rfind('/');

@@ -252,8 +252,8 @@ Result<Snapshot> read_capture(const std::string &dir) {
     if (!devices) {
         return devices.status().with_context("capture " + tree.shown(""));
     }
-    auto snap = assemble(std::move(devices.value()), std::move(warnings), netdevs,
-                         "capture:" + dir);
+    auto snap =
+        assemble(std::move(devices.value()), std::move(warnings), netdevs, "capture:" + dir);
     if (snap) {
         make_printable(snap.value());
     }

@@ -53,7 +53,9 @@ struct Attrs {
     }
     Result<std::string> line(const std::string &rel) { return keep(tree.read_line(rel)); }
     Result<std::string> text(const std::string &rel) { return keep(tree.read_text(rel)); }
-    Result<std::vector<std::string>> dir(const std::string &rel) { return keep(tree.list_dir(rel)); }
+    Result<std::vector<std::string>> dir(const std::string &rel) {
+        return keep(tree.list_dir(rel));
+    }
     Result<std::string> link(const std::string &rel) { return keep(tree.link_name(rel)); }
 };
 
@@ -62,8 +64,8 @@ struct Attrs {
 /// are not slots and are left alone. A number above `max` is an error: the
 /// kernel cannot have made it (see the limits in sysfs_reader.h).
 Result<std::vector<int>> numbered(const fs::Tree &t, const std::string &rel,
-                                  const std::vector<std::string> &names, int max,
-                                  const char *what, const char *limit) {
+                                  const std::vector<std::string> &names, int max, const char *what,
+                                  const char *limit) {
     std::vector<int> out;
     for (const auto &n : names) {
         if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos ||
@@ -108,8 +110,8 @@ bool all_zero(const std::array<uint8_t, 16> &g) {
     return std::all_of(g.begin(), g.end(), [](uint8_t b) { return b == 0; });
 }
 
-Status read_gid_slot(Attrs &a, const std::string &port_dir, int index, LinkLayer ll,
-                     PortInfo &port, std::vector<std::string> *warnings) {
+Status read_gid_slot(Attrs &a, const std::string &port_dir, int index, LinkLayer ll, PortInfo &port,
+                     std::vector<std::string> *warnings) {
     const std::string slot = std::to_string(index);
     const std::string gid_rel = port_dir + "/gids/" + slot;
     auto text = a.line(gid_rel);
@@ -129,8 +131,8 @@ Status read_gid_slot(Attrs &a, const std::string &port_dir, int index, LinkLayer
     const std::string type_rel = port_dir + "/gid_attrs/types/" + slot;
     auto type_text = a.line(type_rel);
     if (!type_text) {
-        warn(warnings, type_text.status().message() + "; gid[" + slot + "] " +
-                           gid_to_string(*gid) + " skipped because its type is unknown");
+        warn(warnings, type_text.status().message() + "; gid[" + slot + "] " + gid_to_string(*gid) +
+                           " skipped because its type is unknown");
         return Status::ok();
     }
     auto type = parse_sysfs_gid_type(*type_text, ll);
@@ -195,17 +197,17 @@ Result<PortInfo> read_port(Attrs &a, const std::string &port_dir, int port_num,
         }
         auto v = util::parse_uint(*text);
         if (!v || *v > 0xffff) {
-            return Status(Code::kInvalidArgument,
-                          a.tree.shown(rel) + ": '" + util::printable(*text) +
-                              "' is not a pkey (expected 0x0000..0xffff)");
+            return Status(Code::kInvalidArgument, a.tree.shown(rel) + ": '" +
+                                                      util::printable(*text) +
+                                                      "' is not a pkey (expected 0x0000..0xffff)");
         }
         port.pkeys[static_cast<size_t>(index)] = static_cast<uint16_t>(*v);
     }
     return port;
 }
 
-Result<DeviceInfo> read_device(Attrs &a, const std::string &dev_dir,
-                               const std::string &name, std::vector<std::string> *warnings) {
+Result<DeviceInfo> read_device(Attrs &a, const std::string &dev_dir, const std::string &name,
+                               std::vector<std::string> *warnings) {
     DeviceInfo dev;
     dev.name = name;
     const std::string what = "RDMA device " + util::printable(name);
@@ -475,8 +477,9 @@ Result<std::vector<NetdevInfo>> read_netdevs_sysfs(const fs::Tree &root,
     if (!a.refused.is_ok()) {
         return a.refused; // proc/net/vlan/config
     }
-    std::stable_sort(out.begin(), out.end(),
-                     [](const NetdevInfo &x, const NetdevInfo &y) { return x.ifindex < y.ifindex; });
+    std::stable_sort(out.begin(), out.end(), [](const NetdevInfo &x, const NetdevInfo &y) {
+        return x.ifindex < y.ifindex;
+    });
     return out;
 }
 

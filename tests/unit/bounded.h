@@ -115,7 +115,7 @@ constexpr double kSlowdown =
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     5.0;
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                       \
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
     __has_feature(undefined_behavior_sanitizer)
     5.0;
 #else

@@ -44,7 +44,8 @@ struct Machine {
                 return util::Status(util::Code::kUnavailable, "`ip` not found");
             }
             bool link = argv.size() > 2 && argv[2] == "-d";
-            return *topo::fs::read_text(fixture_dir(n) + (link ? "/ip-link.json" : "/ip-addr.json"));
+            return *topo::fs::read_text(fixture_dir(n) +
+                                        (link ? "/ip-link.json" : "/ip-addr.json"));
         };
         return e;
     }

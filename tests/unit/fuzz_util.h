@@ -63,14 +63,11 @@ inline size_t cases(size_t n) {
 
 /// Values that find boundary bugs in lengths, counts and indices.
 inline const std::vector<uint64_t> &interesting() {
-    static const std::vector<uint64_t> v = {0,          1,          2,          3,
-                                            4,          7,          8,          15,
-                                            16,         31,         32,         63,
-                                            64,         127,        128,        255,
-                                            256,        1023,       1024,       4095,
-                                            4096,       32767,      32768,      65534,
-                                            65535,      65536,      0x7fffffff, 0x80000000,
-                                            0xfffffffe, 0xffffffff, 1ull << 32, ~0ull};
+    static const std::vector<uint64_t> v = {
+        0,     1,     2,          3,          4,          7,          8,          15,
+        16,    31,    32,         63,         64,         127,        128,        255,
+        256,   1023,  1024,       4095,       4096,       32767,      32768,      65534,
+        65535, 65536, 0x7fffffff, 0x80000000, 0xfffffffe, 0xffffffff, 1ull << 32, ~0ull};
     return v;
 }
 
@@ -79,9 +76,8 @@ inline const std::vector<uint64_t> &interesting() {
 /// 16/32-bit word with a boundary value, insert random bytes, delete or
 /// duplicate a range, insert a dictionary token, splice in part of `other`,
 /// or truncate.
-inline std::string mutate_once(const std::string &in, Rng &r,
-                               const std::vector<std::string> &dict, const std::string &other,
-                               size_t max_len) {
+inline std::string mutate_once(const std::string &in, Rng &r, const std::vector<std::string> &dict,
+                               const std::string &other, size_t max_len) {
     std::string s = in;
     const size_t n = s.size();
     switch (r.below(10)) {
@@ -233,6 +229,8 @@ inline bool is_utf8(std::string_view s, bool controls = true) {
 }
 
 /// Valid UTF-8 with no C0/C1 control or DEL (what a terminal shows as text).
-inline bool is_clean_utf8(std::string_view s) { return is_utf8(s, false); }
+inline bool is_clean_utf8(std::string_view s) {
+    return is_utf8(s, false);
+}
 
 } // namespace roce::testing::fuzz

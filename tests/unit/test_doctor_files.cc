@@ -44,7 +44,9 @@ std::string slurp(const std::string &path) {
     return s.str();
 }
 
-bool am_root() { return ::geteuid() == 0; }
+bool am_root() {
+    return ::geteuid() == 0;
+}
 
 /// Runs fn as uid/gid 65534 in a child process (the caller must be root).
 bool as_other_user(const std::function<bool()> &fn) {
@@ -151,9 +153,10 @@ TEST_CASE("roce-doctor --capture: an empty directory owned by another user is re
     Run r = doctor_run({"--capture", cap}, m.env());
     INFO(r.err);
     CHECK(r.status == 2);
-    CHECK(r.err == "roce-doctor: writing capture " + cap + ": " + cap +
-                       " is owned by uid 65534, not by you (uid 0): a capture is written only into a "
-                       "new directory or an empty one you own\n");
+    CHECK(r.err ==
+          "roce-doctor: writing capture " + cap + ": " + cap +
+              " is owned by uid 65534, not by you (uid 0): a capture is written only into a "
+              "new directory or an empty one you own\n");
     CHECK(names_in(cap).empty());
 }
 
@@ -197,8 +200,12 @@ TEST_CASE("roce-doctor --from: a FIFO in a capture is an error within a second, 
     TempDir t;
     testing::copy_tree(fixture_dir("mlx5_lag"), t.path());
     std::string fifo;
-    SECTION("ip-link.json") { fifo = t.path() + "/ip-link.json"; }
-    SECTION("a GID attribute") { fifo = t.path() + kPort + "/gids/3"; }
+    SECTION("ip-link.json") {
+        fifo = t.path() + "/ip-link.json";
+    }
+    SECTION("a GID attribute") {
+        fifo = t.path() + kPort + "/gids/3";
+    }
     REQUIRE(::unlink(fifo.c_str()) == 0);
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
     auto r = testing::run_bounded(
@@ -314,7 +321,8 @@ TEST_CASE("roce-doctor: bytes from files reach messages and reports escaped", "[
         CHECK_THAT(r.err, Catch::Matchers::Contains("'\\x1b]0;owned\\x07::1' is not a GID"));
     }
     SECTION("a pkey with a C1 control byte") {
-        put(t.path() + kPort + "/pkeys/0", "0x\x9b" "31m\n");
+        put(t.path() + kPort + "/pkeys/0", "0x\x9b"
+                                           "31m\n");
         Run r = doctor_run({"--from", t.path()}, none.env());
         CHECK(r.status == 2);
         CHECK(no_raw_controls(r.err));

@@ -103,9 +103,8 @@ void harm(Rng &r, const std::string &root, const std::string &outside, int n) {
     }
     const Entry e = r.pick(all);
     const std::string &p = e.path;
-    const std::string canary_file = outside + (p.find("/gids/") != std::string::npos
-                                                   ? "/canary-gid"
-                                                   : "/canary-name");
+    const std::string canary_file =
+        outside + (p.find("/gids/") != std::string::npos ? "/canary-gid" : "/canary-name");
     switch (r.below(14)) {
     case 0: // a link out of the capture
         if (e.dir) {
@@ -197,8 +196,8 @@ void harm(Rng &r, const std::string &root, const std::string &outside, int n) {
     case 10: { // an odd name next to it
         const std::string dir = e.dir ? p : p.substr(0, p.rfind('/'));
         static const std::vector<std::string> kNames = {
-            "\x1b[2J", "a\nb", " ", "..x", std::string(255, 'n'), "007", "-1", "1e3",
-            "65534", "65535", "256", "4294967296", "99999999999999999999999"};
+            "\x1b[2J", "a\nb",  " ",   "..x",        std::string(255, 'n'),    "007", "-1", "1e3",
+            "65534",   "65535", "256", "4294967296", "99999999999999999999999"};
         const std::string name = r.pick(kNames);
         if (r.chance(50)) {
             put(dir + "/" + name, r.chance(50) ? std::string(kCanaryGid) + "\n" : "0x7fff\n");
@@ -330,8 +329,7 @@ TEST_CASE("fuzz capture: harmed capture directories read quickly and safely, or 
             size_t ok = 0, err = 0;
             for (size_t i = 0; i < n; ++i) {
                 const std::string root = work.path() + "/c" + std::to_string(i);
-                testing::copy_tree(fixture_dir(r.chance(50) ? "mlx5_lag" : "mlx5_ipv6_only"),
-                                   root);
+                testing::copy_tree(fixture_dir(r.chance(50) ? "mlx5_lag" : "mlx5_ipv6_only"), root);
                 for (int64_t k = 0, m = r.range(1, 4); k < m; ++k) {
                     harm(r, root, outside.path(), static_cast<int>(i * 8 + k));
                 }
@@ -353,8 +351,8 @@ TEST_CASE("fuzz capture: harmed capture directories read quickly and safely, or 
     REQUIRE(run.exit_code == 0);
     size_t ok = 0, err = 0;
     std::sscanf(run.output.c_str(), "%zu %zu", &ok, &err);
-    WARN("fuzz capture: " << n << " harmed captures in " << run.seconds << " s: " << ok
-                          << " read, " << err << " refused");
+    WARN("fuzz capture: " << n << " harmed captures in " << run.seconds << " s: " << ok << " read, "
+                          << err << " refused");
     // Both outcomes must be reached, or the target tests little.
     CHECK(ok > n / 20);
     CHECK(err > n / 20);

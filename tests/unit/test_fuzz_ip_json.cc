@@ -20,8 +20,8 @@ using util::Json;
 
 namespace {
 
-const std::vector<std::string> kOperstates = {"UNKNOWN", "NOTPRESENT",     "DOWN", "LOWERLAYERDOWN",
-                                              "TESTING", "DORMANT",        "UP"};
+const std::vector<std::string> kOperstates = {"UNKNOWN", "NOTPRESENT", "DOWN", "LOWERLAYERDOWN",
+                                              "TESTING", "DORMANT",    "UP"};
 const std::vector<std::string> kModes = {"balance-rr", "active-backup", "balance-xor", "broadcast",
                                          "802.3ad",    "balance-tlb",   "balance-alb"};
 
@@ -84,8 +84,8 @@ Generated random_links(Rng &r) {
             Json data = Json::object();
             const std::string &mode = r.pick(kModes);
             data["mode"] = mode;
-            b.mode = static_cast<topo::BondMode>(
-                std::find(kModes.begin(), kModes.end(), mode) - kModes.begin());
+            b.mode = static_cast<topo::BondMode>(std::find(kModes.begin(), kModes.end(), mode) -
+                                                 kModes.begin());
             if (r.chance(50)) {
                 b.active_slave = r.pick(names);
                 data["active_slave"] = b.active_slave;
@@ -118,14 +118,14 @@ Generated random_links(Rng &r) {
             e["link"] = nd.parent;
             e["linkinfo"]["info_kind"] = "macvlan";
             break;
-        default: break;
+        default:
+            break;
         }
         doc.push(e);
         want.push_back(nd);
     }
-    std::stable_sort(want.begin(), want.end(), [](const auto &a, const auto &b) {
-        return a.ifindex < b.ifindex;
-    });
+    std::stable_sort(want.begin(), want.end(),
+                     [](const auto &a, const auto &b) { return a.ifindex < b.ifindex; });
     for (auto &bond : want) {
         if (bond.bond) {
             for (const auto &m : want) {
@@ -150,14 +150,22 @@ std::string describe(const std::vector<topo::NetdevInfo> &n) {
 Json mutate_tree(const Json &v, Rng &r, int depth = 0) {
     if (r.chance(depth == 0 ? 2 : 6)) {
         switch (r.below(8)) {
-        case 0: return Json();
-        case 1: return Json(r.chance(50));
-        case 2: return Json(static_cast<int64_t>(r.pick(interesting())));
-        case 3: return Json(-static_cast<int64_t>(r.below(1ull << 40)));
-        case 4: return Json(r.pick(std::vector<double>{1.5, -0.0, 1e300, 4294967297.0, -1e-300}));
-        case 5: return Json(any_name(r));
-        case 6: return Json::array();
-        default: return Json::object();
+        case 0:
+            return Json();
+        case 1:
+            return Json(r.chance(50));
+        case 2:
+            return Json(static_cast<int64_t>(r.pick(interesting())));
+        case 3:
+            return Json(-static_cast<int64_t>(r.below(1ull << 40)));
+        case 4:
+            return Json(r.pick(std::vector<double>{1.5, -0.0, 1e300, 4294967297.0, -1e-300}));
+        case 5:
+            return Json(any_name(r));
+        case 6:
+            return Json::array();
+        default:
+            return Json::object();
         }
     }
     if (v.is_array()) {
@@ -227,8 +235,8 @@ std::string check_error(const util::Status &st, const std::string &what) {
 
 std::vector<std::string> fixture_texts(const char *file) {
     std::vector<std::string> out;
-    for (const char *fix : {"mlx5_lag", "mlx4_two_ports", "rxe_bond", "mlx5_ipv6_only",
-                            "mlx5_lag_readdressed"}) {
+    for (const char *fix :
+         {"mlx5_lag", "mlx4_two_ports", "rxe_bond", "mlx5_ipv6_only", "mlx5_lag_readdressed"}) {
         auto t = topo::fs::read_text(testing::fixture_dir(fix) + file);
         REQUIRE(t.is_ok());
         out.push_back(*t);
@@ -271,10 +279,20 @@ TEST_CASE("fuzz ip_json: mutated documents keep the readers' promises or fail cl
     Rng r(seed(0x69706a02));
     const auto links = fixture_texts("/ip-link.json");
     const auto addrs = fixture_texts("/ip-addr.json");
-    const std::vector<std::string> dict = {"\"ifindex\":", "\"ifname\":", "\"master\":",
-                                           "\"linkinfo\":", "\"info_kind\":\"bond\"",
-                                           "\"addr_info\":", "\"prefixlen\":", "\"local\":",
-                                           "4294967297", "-1", "null", "[]", "{}", "\"\x1b\""};
+    const std::vector<std::string> dict = {"\"ifindex\":",
+                                           "\"ifname\":",
+                                           "\"master\":",
+                                           "\"linkinfo\":",
+                                           "\"info_kind\":\"bond\"",
+                                           "\"addr_info\":",
+                                           "\"prefixlen\":",
+                                           "\"local\":",
+                                           "4294967297",
+                                           "-1",
+                                           "null",
+                                           "[]",
+                                           "{}",
+                                           "\"\x1b\""};
     const size_t n = cases(5000);
     size_t ok_links = 0, ok_addrs = 0;
     for (size_t i = 0; i < n; ++i) {

@@ -21,22 +21,20 @@ using namespace roce::testing::fuzz;
 
 namespace {
 
+/// The test's own UTF-8 encoder: an oracle shares no code with what it checks.
 void put_utf8(std::string &out, uint32_t cp) {
     if (cp < 0x80) {
         out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xc0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xe0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-        out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-        out += static_cast<char>(0xf0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-        out += static_cast<char>(0x80 | (cp & 0x3f));
+        return;
     }
+    const size_t n = cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    static const unsigned char kLead[] = {0, 0, 0xc0, 0xe0, 0xf0};
+    char b[4];
+    for (size_t i = n - 1; i > 0; --i, cp >>= 6) {
+        b[i] = static_cast<char>(0x80 | (cp & 0x3f));
+    }
+    b[0] = static_cast<char>(kLead[n] | cp);
+    out.append(b, n);
 }
 
 /// A valid UTF-8 string that likes the characters JSON must escape.
@@ -45,12 +43,24 @@ std::string random_text(Rng &r) {
     for (int64_t i = 0, n = r.range(0, 12); i < n; ++i) {
         uint32_t cp;
         switch (r.below(6)) {
-        case 0: cp = static_cast<uint32_t>(r.below(0x20)); break;         // C0
-        case 1: cp = r.pick(std::vector<uint32_t>{'"', '\\', '/', 0x7f}); break;
-        case 2: cp = static_cast<uint32_t>(r.range(0x80, 0x9f)); break;   // C1
-        case 3: cp = static_cast<uint32_t>(r.range(0xa0, 0xd7ff)); break;
-        case 4: cp = static_cast<uint32_t>(r.range(0x10000, 0x10ffff)); break;
-        default: cp = static_cast<uint32_t>(r.range(0x20, 0x7e)); break;
+        case 0:
+            cp = static_cast<uint32_t>(r.below(0x20));
+            break; // C0
+        case 1:
+            cp = r.pick(std::vector<uint32_t>{'"', '\\', '/', 0x7f});
+            break;
+        case 2:
+            cp = static_cast<uint32_t>(r.range(0x80, 0x9f));
+            break; // C1
+        case 3:
+            cp = static_cast<uint32_t>(r.range(0xa0, 0xd7ff));
+            break;
+        case 4:
+            cp = static_cast<uint32_t>(r.range(0x10000, 0x10ffff));
+            break;
+        default:
+            cp = static_cast<uint32_t>(r.range(0x20, 0x7e));
+            break;
         }
         put_utf8(s, cp);
     }
@@ -59,29 +69,36 @@ std::string random_text(Rng &r) {
 
 Json random_number(Rng &r) {
     switch (r.below(5)) {
-    case 0: return Json(static_cast<int64_t>(r.range(-1000, 100000)));
+    case 0:
+        return Json(static_cast<int64_t>(r.range(-1000, 100000)));
     case 1: {
         const auto v = static_cast<int64_t>(r.next() >> (1 + r.below(63))); // < 2^63
         return Json(r.chance(50) ? v : -v);
     }
-    case 4: return Json(static_cast<int64_t>(r.chance(50) ? INT64_MAX : INT64_MIN));
+    case 4:
+        return Json(static_cast<int64_t>(r.chance(50) ? INT64_MAX : INT64_MIN));
     case 2: {
         double d = 0;
         uint64_t bits = r.next();
         std::memcpy(&d, &bits, sizeof(d));
         return Json(std::isfinite(d) ? d : 0.5);
     }
-    default: return Json(static_cast<double>(r.range(-100000, 100000)) / 64.0);
+    default:
+        return Json(static_cast<double>(r.range(-100000, 100000)) / 64.0);
     }
 }
 
 /// A random value built through the API (so every string is valid UTF-8).
 Json random_value(Rng &r, int depth) {
     switch (r.below(depth >= 4 ? 4 : 6)) {
-    case 0: return Json();
-    case 1: return Json(r.chance(50));
-    case 2: return random_number(r);
-    case 3: return Json(random_text(r));
+    case 0:
+        return Json();
+    case 1:
+        return Json(r.chance(50));
+    case 2:
+        return random_number(r);
+    case 3:
+        return Json(random_text(r));
     case 4: {
         Json a = Json::array();
         for (int64_t i = 0, n = r.range(0, 5); i < n; ++i) {
@@ -105,14 +122,16 @@ Json random_value(Rng &r, int depth) {
 
 bool strings_are_utf8(const Json &v) {
     switch (v.type()) {
-    case Json::Type::kString: return is_utf8(v.as_string());
+    case Json::Type::kString:
+        return is_utf8(v.as_string());
     case Json::Type::kArray:
         return std::all_of(v.items().begin(), v.items().end(), strings_are_utf8);
     case Json::Type::kObject:
         return std::all_of(v.members().begin(), v.members().end(), [](const auto &m) {
             return is_utf8(m.first) && strings_are_utf8(m.second);
         });
-    default: return true;
+    default:
+        return true;
     }
 }
 
@@ -195,10 +214,37 @@ std::vector<std::string> seeds() {
 }
 
 const std::vector<std::string> kDict = {
-    "{",      "}",      "[",      "]",       ",",      ":",      "\"",     "\\",
-    "\\u",    "\\ud800", "\\udc00", "\\u0000", "true",  "false",  "null",   "-",
-    "0",      "1e",     "1e400",  ".5",      "E+",     "\"ifname\":", "\"ifindex\":",
-    "\x1b",   "\x7f",   "\xc2\x9b", "\xff",    "\xed\xa0\x80", "  ", "\n", "\t",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    "\"",
+    "\\",
+    "\\u",
+    "\\ud800",
+    "\\udc00",
+    "\\u0000",
+    "true",
+    "false",
+    "null",
+    "-",
+    "0",
+    "1e",
+    "1e400",
+    ".5",
+    "E+",
+    "\"ifname\":",
+    "\"ifindex\":",
+    "\x1b",
+    "\x7f",
+    "\xc2\x9b",
+    "\xff",
+    "\xed\xa0\x80",
+    "  ",
+    "\n",
+    "\t",
 };
 
 } // namespace
@@ -241,8 +287,8 @@ TEST_CASE("fuzz json: mutated ip -j output and random bytes parse cleanly or fai
         const double start = roce::testing::thread_cpu_seconds();
         std::string bad = check_parse(text);
         const double took = roce::testing::thread_cpu_seconds() - start;
-        INFO("case " << i << " (seed " << seed(0x6a736f6e02) << "), input: "
-                     << roce::util::printable(text.substr(0, 300)));
+        INFO("case " << i << " (seed " << seed(0x6a736f6e02)
+                     << "), input: " << roce::util::printable(text.substr(0, 300)));
         REQUIRE(bad == "");
         REQUIRE(took < slow);
         ok += Json::parse(text).is_ok();

@@ -101,8 +101,11 @@ LinkSpec random_link(Rng &r) {
         s.kind = "vlan";
         s.vlan_id = static_cast<uint16_t>(r.next());
         break;
-    case 2: s.kind = r.pick(std::vector<std::string>{"macvlan", "veth", "dummy"}); break;
-    default: break;
+    case 2:
+        s.kind = r.pick(std::vector<std::string>{"macvlan", "veth", "dummy"});
+        break;
+    default:
+        break;
     }
     if (r.chance(30)) {
         s.slave_kind = "bond";
@@ -177,8 +180,8 @@ std::string compare_link(const LinkSpec &s, const LinkMessage &m) {
         expect(g.min_links == static_cast<int>(b.min_links), "min_links");
         static const char *const kHash[] = {"layer2",   "layer3+4", "layer2+3",
                                             "encap2+3", "encap3+4", "vlan+srcmac"};
-        expect(g.xmit_hash_policy == (b.xmit_hash_policy < 6 ? kHash[b.xmit_hash_policy]
-                                                             : "unknown"),
+        expect(g.xmit_hash_policy ==
+                   (b.xmit_hash_policy < 6 ? kHash[b.xmit_hash_policy] : "unknown"),
                "hash");
         const bool ad = b.mode == 4;
         expect(g.ad_num_ports == (!ad ? -1 : b.ad_info ? b.ad_info->num_ports : 0), "ad ports");
@@ -245,10 +248,13 @@ void attributes(const Bytes &b, size_t from, size_t to, std::vector<size_t> &out
 size_t family_header(uint16_t type) {
     switch (type) {
     case RTM_NEWLINK:
-    case RTM_DELLINK: return NLMSG_ALIGN(sizeof(ifinfomsg));
+    case RTM_DELLINK:
+        return NLMSG_ALIGN(sizeof(ifinfomsg));
     case RTM_NEWADDR:
-    case RTM_DELADDR: return NLMSG_ALIGN(sizeof(ifaddrmsg));
-    default: return 0;
+    case RTM_DELADDR:
+        return NLMSG_ALIGN(sizeof(ifaddrmsg));
+    default:
+        return 0;
     }
 }
 
@@ -260,11 +266,11 @@ Bytes mutate_attrs(Bytes b, Rng &r) {
     nlmsghdr h;
     std::memcpy(&h, b.data(), sizeof(h));
     std::vector<size_t> at;
-    attributes(b, NLMSG_HDRLEN + family_header(h.nlmsg_type), std::min<size_t>(h.nlmsg_len, b.size()),
-               at);
+    attributes(b, NLMSG_HDRLEN + family_header(h.nlmsg_type),
+               std::min<size_t>(h.nlmsg_len, b.size()), at);
     if (at.empty() || r.chance(20)) {
-        h.nlmsg_len = static_cast<uint32_t>(r.chance(50) ? r.pick(interesting())
-                                                          : r.below(b.size() + 16));
+        h.nlmsg_len =
+            static_cast<uint32_t>(r.chance(50) ? r.pick(interesting()) : r.below(b.size() + 16));
         std::memcpy(b.data(), &h, sizeof(h));
         return b;
     }
@@ -272,9 +278,15 @@ Bytes mutate_attrs(Bytes b, Rng &r) {
     nlattr na;
     std::memcpy(&na, b.data() + a, sizeof(na));
     switch (r.below(4)) {
-    case 0: na.nla_len = static_cast<uint16_t>(r.range(0, na.nla_len + 8)); break;
-    case 1: na.nla_len = static_cast<uint16_t>(r.pick(interesting())); break;
-    case 2: na.nla_type = static_cast<uint16_t>(r.range(0, 64) | (r.chance(10) ? NLA_F_NESTED : 0)); break;
+    case 0:
+        na.nla_len = static_cast<uint16_t>(r.range(0, na.nla_len + 8));
+        break;
+    case 1:
+        na.nla_len = static_cast<uint16_t>(r.pick(interesting()));
+        break;
+    case 2:
+        na.nla_type = static_cast<uint16_t>(r.range(0, 64) | (r.chance(10) ? NLA_F_NESTED : 0));
+        break;
     default: // cut the message inside this attribute
         b.resize(a + r.below(na.nla_len + 1));
         h.nlmsg_len = static_cast<uint32_t>(b.size());
@@ -327,12 +339,14 @@ std::string parse_datagram(const Bytes &d, Model &model, size_t *parsed) {
             } else if (m->addr.address.prefix_len < 0 ||
                        m->addr.address.prefix_len > m->addr.address.address.bits()) {
                 bad = util::format("prefix length %d for an IPv%d address",
-                                   m->addr.address.prefix_len, m->addr.address.address.bits() == 32 ? 4 : 6);
+                                   m->addr.address.prefix_len,
+                                   m->addr.address.address.bits() == 32 ? 4 : 6);
             } else {
                 model.apply(m->addr);
             }
             break;
-        default: break;
+        default:
+            break;
         }
     });
     if (bad.empty() && whole && visited != d.size()) {
@@ -428,8 +442,8 @@ TEST_CASE("fuzz netlink: random messages parse back to what was built", "[fuzz][
 TEST_CASE("fuzz netlink: mutated and random datagrams parse or fail cleanly", "[fuzz][netlink]") {
     Rng r(seed(0x6e6c02));
     std::vector<Bytes> corpus;
-    for (const char *rec : {"/bond-8023ad.rec", "/bond-active-backup.rec",
-                            "/veth-macvlan-bridge.rec"}) {
+    for (const char *rec :
+         {"/bond-8023ad.rec", "/bond-active-backup.rec", "/veth-macvlan-bridge.rec"}) {
         auto d = read_recording(std::string(NETMON_FIXTURES) + rec);
         REQUIRE(d.is_ok());
         corpus.insert(corpus.end(), d->begin(), d->end());
@@ -450,9 +464,10 @@ TEST_CASE("fuzz netlink: mutated and random datagrams parse or fail cleanly", "[
             std::string s = random_bytes(r, 128);
             d.assign(s.begin(), s.end());
             if (d.size() >= NLMSG_HDRLEN && r.chance(50)) {
-                nlmsghdr h{static_cast<uint32_t>(d.size()),
-                           static_cast<uint16_t>(r.pick(std::vector<uint64_t>{16, 17, 20, 21, 2, 3})),
-                           0, 0, 0};
+                nlmsghdr h{
+                    static_cast<uint32_t>(d.size()),
+                    static_cast<uint16_t>(r.pick(std::vector<uint64_t>{16, 17, 20, 21, 2, 3})), 0,
+                    0, 0};
                 std::memcpy(d.data(), &h, sizeof(h));
             }
             break;

@@ -138,8 +138,8 @@ TEST_CASE("json: a 4 MiB object with as many members as fit parses in under a se
             const double cpu = roce::testing::thread_cpu_seconds();
             auto start = std::chrono::steady_clock::now();
             auto doc = Json::parse(text);
-            double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                              .count();
+            double wall =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             out = std::to_string(roce::testing::thread_cpu_seconds() - cpu) + " " +
                   std::to_string(wall);
             if (!doc || doc->members().size() != keys) {
@@ -229,11 +229,11 @@ TEST_CASE("json: numbers beyond a double are an error, not an infinity", "[util]
 
 TEST_CASE("json: dump writes valid UTF-8 with no raw control characters", "[util][json]") {
     CHECK(Json("del\x7f").dump() == R"("del\u007f")");
-    CHECK(Json("c1\xc2\x9b[31m").dump() == R"("c1\u009b[31m")");  // U+009B CSI
+    CHECK(Json("c1\xc2\x9b[31m").dump() == R"("c1\u009b[31m")");                      // U+009B CSI
     CHECK(Json("caf\xc3\xa9 \xe2\x82\xac").dump() == "\"caf\xc3\xa9 \xe2\x82\xac\""); // kept
-    CHECK(Json("bad\xff\xc3").dump() == "\"bad\xef\xbf\xbd\xef\xbf\xbd\""); // U+FFFD each
+    CHECK(Json("bad\xff\xc3").dump() == "\"bad\xef\xbf\xbd\xef\xbf\xbd\"");           // U+FFFD each
     CHECK(Json("\xed\xa0\x80").dump() == "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""); // surrogate
-    CHECK(Json("\xc0\xaf").dump() == "\"\xef\xbf\xbd\xef\xbf\xbd\"");             // overlong
+    CHECK(Json("\xc0\xaf").dump() == "\"\xef\xbf\xbd\xef\xbf\xbd\"");                 // overlong
     // dump(parse(dump())) == dump(), whatever the bytes.
     for (const char *s : {"bad\xff", "\x1b[2J", "\xc2\x80", "ok"}) {
         std::string d = Json(s).dump();
@@ -243,10 +243,9 @@ TEST_CASE("json: dump writes valid UTF-8 with no raw control characters", "[util
     }
 }
 
-TEST_CASE("json: integers near and past int64 print the same after a round trip",
-          "[util][json]") {
-    for (const char *text : {"-821982948586909184", "9223372036854775807",
-                             "-9223372036854775808", "12345678901234567890123", "1e17"}) {
+TEST_CASE("json: integers near and past int64 print the same after a round trip", "[util][json]") {
+    for (const char *text : {"-821982948586909184", "9223372036854775807", "-9223372036854775808",
+                             "12345678901234567890123", "1e17"}) {
         INFO(text);
         auto a = Json::parse(text);
         REQUIRE(a.is_ok());

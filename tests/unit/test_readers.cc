@@ -33,7 +33,8 @@ std::array<uint8_t, 16> gid_of(const char *text) {
 topo::NetdevReader fixture_sysfs_netdevs(const std::string &dir) {
     return [dir]() -> util::Result<std::vector<topo::NetdevInfo>> {
         std::vector<std::string> warnings;
-        auto nd = topo::read_netdevs_sysfs(topo::fs::Tree(dir, topo::fs::Links::kRefuse), &warnings);
+        auto nd =
+            topo::read_netdevs_sysfs(topo::fs::Tree(dir, topo::fs::Links::kRefuse), &warnings);
         if (!nd) {
             return nd.status();
         }
@@ -322,7 +323,8 @@ TEST_CASE("sysfs reader: real sysfs symlinks and a capture's link files read ali
     using topo::fs::Links;
     using topo::fs::Tree;
     auto with_links = topo::read_netdevs_sysfs(Tree(t.path(), Links::kRefuse), nullptr);
-    auto with_files = topo::read_netdevs_sysfs(Tree(fixture_dir("mlx5_lag"), Links::kRefuse), nullptr);
+    auto with_files =
+        topo::read_netdevs_sysfs(Tree(fixture_dir("mlx5_lag"), Links::kRefuse), nullptr);
     auto followed = topo::read_netdevs_sysfs(Tree(t.path(), Links::kFollow), nullptr);
     REQUIRE(with_links.is_ok());
     REQUIRE(with_files.is_ok());
