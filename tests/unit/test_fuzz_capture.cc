@@ -15,6 +15,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -58,7 +60,11 @@ std::vector<Entry> entries_below(const std::string &root) {
     return out;
 }
 
+/// Replaces `path` with a regular file holding `text`. Unlinked first: an
+/// earlier harm may have left a FIFO there, which an open for writing would
+/// wait on forever (the fuzzer's own hang, found by its watchdog).
 void put(const std::string &path, const std::string &text) {
+    ::unlink(path.c_str());
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f << text;
 }
@@ -309,6 +315,21 @@ std::string read_all_ways(const std::string &root, std::string *outcome) {
     return "";
 }
 
+char g_hung[128];
+
+/// In the child: SIGALRM after 20 s (times the sanitizer slowdown) of one
+/// case writes which case hung and ends the child.
+void arm_watchdog(uint64_t seed, size_t i) {
+    std::snprintf(g_hung, sizeof(g_hung), "fuzz capture: case %zu (seed %llu) hung\n", i,
+                  static_cast<unsigned long long>(seed));
+    std::signal(SIGALRM, [](int) {
+        ssize_t rc = ::write(2, g_hung, std::strlen(g_hung));
+        (void)rc;
+        ::_exit(3);
+    });
+    ::alarm(static_cast<unsigned>(20 * testing::kSlowdown));
+}
+
 } // namespace
 
 TEST_CASE("fuzz capture: harmed capture directories read quickly and safely, or fail cleanly",
@@ -328,6 +349,8 @@ TEST_CASE("fuzz capture: harmed capture directories read quickly and safely, or 
             put(outside.path() + "/canary-name", std::string(kCanaryName) + "\n");
             size_t ok = 0, err = 0;
             for (size_t i = 0; i < n; ++i) {
+                // A case that hangs names itself before the deadline ends all.
+                arm_watchdog(s, i);
                 const std::string root = work.path() + "/c" + std::to_string(i);
                 testing::copy_tree(fixture_dir(r.chance(50) ? "mlx5_lag" : "mlx5_ipv6_only"), root);
                 for (int64_t k = 0, m = r.range(1, 4); k < m; ++k) {
@@ -342,10 +365,11 @@ TEST_CASE("fuzz capture: harmed capture directories read quickly and safely, or 
                 (outcome == "ok" ? ok : err) += 1;
                 remove_tree(root);
             }
+            ::alarm(0);
             out = std::to_string(ok) + " " + std::to_string(err);
             return 0;
         },
-        120.0 * testing::kSlowdown);
+        (30.0 + 1.0 * static_cast<double>(n)) * testing::kSlowdown);
     INFO(run.output);
     REQUIRE(run.finished); // a hang (a FIFO read) ends here
     REQUIRE(run.exit_code == 0);
