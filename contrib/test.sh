@@ -6,8 +6,10 @@
 #   2. component checks against the system's Open MPI (make installcheck)
 #   3. the MPI test programs on this host (tests/mpi/run-suite) with the
 #      installed components: pml ob1 over self,vader as the reference, pml
-#      roce over self,vader at 2 and 4 (oversubscribed) ranks, quick mode
-#      (8 ranks and the full sizes: run-suite by hand, tests/mpi/README.md)
+#      roce over self,vader at 2 ranks, and at 4 and 8 oversubscribed ranks
+#      (--strict) through tests/mpi/soak (one run each: a hang is stopped
+#      after 120 s with every rank's stack), quick mode (the full sizes, and
+#      many soak runs: by hand, tests/mpi/README.md)
 #   4. the sanitizer tier and the release tarball in one second build:
 #      make distcheck with configure --enable-sanitizers, so the tarball
 #      builds, installs and passes make check with the unit and netns test
@@ -103,12 +105,22 @@ make installcheck >installcheck.log 2>&1 || rc=$?
 grep -E '^(PASS|FAIL|component checks)|^    \|' installcheck.log
 [ $rc = 0 ] || exit 1
 
-step "MPI programs on this host (tests/mpi/run-suite, quick)"
+step "MPI programs on this host (tests/mpi/run-suite and soak, quick)"
 export OMPI_MCA_mca_base_component_path="$build/inst/lib/ompi-components:SYS_DEFAULT"
 suite() { "$top/tests/mpi/run-suite" --bindir "$build/tests/mpi" --osc sm --quick "$@"; }
 suite --np 2 --mca pml ob1 --mca btl self,vader
 suite --np 2 --mca pml roce --mca btl self,vader
-suite --np 4 --oversubscribe --mca pml roce --mca btl self,vader
+# The oversubscribed runs go through the soak (one run each): a program that
+# hangs is stopped after 120 s instead of run-suite's 600, with the stack of
+# every rank in $build/soak-npN/ (docs/testing.md).
+soak() {
+    "$top/tests/mpi/soak" --bindir "$build/tests/mpi" --np "$1" --runs 1 --hang-after 120 \
+        --results "$build/soak-np$1" -- --quick --strict --osc sm --oversubscribe \
+        --mca pml roce --mca btl self,vader ||
+        { cat "$build/soak-np$1"/run-*/suite.out 2>/dev/null; exit 1; }
+}
+soak 4
+soak 8
 unset OMPI_MCA_mca_base_component_path
 
 step "sanitizers and release tarball (make distcheck, configure --enable-sanitizers)"
