@@ -108,7 +108,9 @@ grep -E '^(PASS|FAIL|component checks)|^    \|' installcheck.log
 step "MPI programs on this host (tests/mpi/run-suite and soak, quick)"
 export OMPI_MCA_mca_base_component_path="$build/inst/lib/ompi-components:SYS_DEFAULT"
 suite() { "$top/tests/mpi/run-suite" --bindir "$build/tests/mpi" --osc sm --quick "$@"; }
-suite --np 2 --mca pml ob1 --mca btl self,vader
+# ob1 is the reference, without commfree: ob1 4.1.4 crashes or hangs there
+# (known ob1 defect 4 in tests/mpi/README.md); pml roce must pass it.
+suite --np 2 --mca pml ob1 --mca btl self,vader --exclude commfree
 suite --np 2 --mca pml roce --mca btl self,vader
 # The oversubscribed runs go through the soak (one run each): a program that
 # hangs is stopped after 120 s instead of run-suite's 600, with the stack of
