@@ -35,6 +35,7 @@ namespace {
 struct ComponentState {
     explicit ComponentState(int output) : log(output) {}
     OpalSink log;
+    ProcessInfo who;
     /// Declared before the modules: destroyed (its thread joined) after
     /// them, and their event queues detach either way.
     std::unique_ptr<netmon::Monitor> monitor;
@@ -55,6 +56,7 @@ int open_output() {
 
 void publish_modex(util::LogSink &log) {
     wire::ModexAddress addr;
+    addr.token = g_state->who.token;
     for (auto &m : g_state->modules) {
         addr.ports.push_back(m->advert());
     }
@@ -68,6 +70,18 @@ void publish_modex(util::LogSink &log) {
                                "will not reach this process over RoCE",
                                rc));
     }
+}
+
+// The number of processes in our job (PMIx's job size), which bounds the
+// names a connection request may come from. 0 when PMIx does not say.
+uint32_t job_size() {
+    opal_process_name_t job = opal_proc_local_get()->proc_name;
+    job.vpid = OPAL_VPID_WILDCARD;
+    uint32_t size = 0;
+    uint32_t *ptr = &size;
+    int rc = OPAL_SUCCESS;
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_JOB_SIZE, &job, &ptr, OPAL_UINT32);
+    return rc == OPAL_SUCCESS ? size : 0;
 }
 
 // With several RDMA devices, keeps the ones nearest to this process's CPU
@@ -171,11 +185,25 @@ mca_btl_base_module_t **init(int *num_btls) {
         log.write(util::LogLevel::kInfo, "port not used: " + s);
     }
     plans = near_plans(std::move(plans), log);
+    if (plans.empty()) {
+        log.write(util::LogLevel::kInfo, "not used: no RoCE port could be set up");
+        return nullptr;
+    }
+    // The secret that proves our connection messages are ours (docs/security.md).
+    auto token = new_token();
+    if (!token) {
+        show_error("port setup failed",
+                   "cannot draw the connection token: " + token.status().message() +
+                       "\nThe roce BTL is disabled for this job.");
+        return nullptr;
+    }
+    g_state->who.token = token.value();
+    g_state->who.job_size = job_size();
     for (auto &plan : plans) {
         log.write(util::LogLevel::kInfo,
                   util::format("%s:%d: %s", plan.device.c_str(), plan.port,
                                plan.explanation.c_str()));
-        auto m = Module::create(plan, *config, log);
+        auto m = Module::create(plan, *config, g_state->who, log);
         if (!m) {
             // A port the policy accepted but that cannot be set up is worth
             // an error: this is the reported failure, said precisely.

@@ -22,27 +22,6 @@ using util::LogLevel;
 using util::Result;
 using util::Status;
 
-const char *to_string(EpState s) noexcept {
-    switch (s) {
-    case EpState::kClosed: return "closed";
-    case EpState::kConnecting: return "connecting";
-    case EpState::kConnected: return "connected";
-    case EpState::kFailed: return "failed";
-    }
-    return "?";
-}
-
-const char *to_string(PathState s) noexcept {
-    switch (s) {
-    case PathState::kIdle: return "idle";
-    case PathState::kConnecting: return "connecting";
-    case PathState::kAwaitRtu: return "awaiting RTU";
-    case PathState::kUp: return "up";
-    case PathState::kDraining: return "draining";
-    }
-    return "?";
-}
-
 namespace {
 
 uint64_t name_of(const opal_process_name_t &pn) {
@@ -65,40 +44,42 @@ uint32_t random_psn() {
 
 Endpoint::Endpoint(Module &module, opal_proc_t *proc, uint64_t peer_name,
                    uint16_t peer_port_index, wire::PortAdvert peer_port, PathChoice path)
-    : module_(&module), proc_(proc), peer_name_(peer_name), peer_port_index_(peer_port_index),
-      peer_port_(std::move(peer_port)), path_(std::move(path)),
+    : module_(&module), proc_(proc), peer_port_(std::move(peer_port)), path_(std::move(path)),
       completed_(module.config().seq_span), received_(module.config().seq_span) {
+    name = peer_name;
+    port_index = peer_port_index;
     opal_process_name_t pn = name_from(peer_name);
     const char *host = (proc && proc->proc_hostname) ? proc->proc_hostname : "?";
-    label_ = util::format("rank %u (%s, %s)", pn.vpid, host, OPAL_NAME_PRINT(pn));
+    label = util::format("rank %u (%s, %s)", pn.vpid, host, OPAL_NAME_PRINT(pn));
 }
 
 Endpoint::~Endpoint() = default;
 
-Endpoint *Module::make_endpoint(opal_proc_t *proc, std::string *why) {
+Result<wire::ModexAddress> fetch_address(opal_proc_t *proc) {
     uint8_t *blob = nullptr;
     size_t size = 0;
     int rc = OPAL_SUCCESS;
     OPAL_MODEX_RECV(rc, &mca_btl_roce_component.super.btl_version, &proc->proc_name,
                     reinterpret_cast<void **>(&blob), &size);
     if (rc != OPAL_SUCCESS || blob == nullptr) {
-        *why = "the peer published no roce address (no usable RoCE port there, or btl roce "
-               "excluded on it)";
-        return nullptr;
+        return Status(Code::kNotFound,
+                      "the peer published no roce address (no usable RoCE port there, or btl "
+                      "roce excluded on it)");
     }
     auto addr = wire::parse_modex(blob, size);
     free(blob);
-    if (!addr) {
-        *why = addr.status().message();
-        return nullptr;
-    }
+    return addr;
+}
+
+Endpoint *Module::add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr,
+                               std::string *why) {
     std::vector<std::string> reasons;
-    for (size_t i = 0; i < addr->ports.size(); ++i) {
-        const wire::PortAdvert &pp = addr->ports[i];
+    for (size_t i = 0; i < addr.ports.size(); ++i) {
+        const wire::PortAdvert &pp = addr.ports[i];
         if (pp.qkey != plan_.qkey) {
             reasons.push_back(util::format("peer port %s:%u uses qkey %s, we use %s (set "
                                            "btl_roce_qkey the same everywhere)",
-                                           pp.device.c_str(), pp.port,
+                                           util::printable(pp.device).c_str(), pp.port,
                                            util::hex32(pp.qkey).c_str(),
                                            util::hex32(plan_.qkey).c_str()));
             continue;
@@ -112,13 +93,14 @@ Endpoint *Module::make_endpoint(opal_proc_t *proc, std::string *why) {
         auto ep = std::make_unique<Endpoint>(*this, proc, name, static_cast<uint16_t>(i), pp,
                                              path.value());
         ep->self_ = (name == my_name_);
+        ep->token = addr.token;
         BondView bond = bond_view(*plan_.snapshot, ep->path().selection.netdev);
         ep->spread_model_ = spread_model(bond.members, bond.hash_policy,
                                          util::IpAddress::from_gid(ep->path().sgid),
                                          util::IpAddress::from_gid(ep->path().dgid));
         log_.write(LogLevel::kDebug,
                    util::format("%s:%d -> %s: %s", plan_.device.c_str(), plan_.port,
-                                ep->label().c_str(), ep->path().why.c_str()));
+                                ep->label.c_str(), ep->path().why.c_str()));
         Endpoint *raw = ep.get();
         endpoints_.push_back(std::move(ep));
         by_name_[name] = raw;
@@ -128,40 +110,44 @@ Endpoint *Module::make_endpoint(opal_proc_t *proc, std::string *why) {
     return nullptr;
 }
 
-Endpoint *Module::endpoint_for_name(uint64_t name, bool create, uint16_t) {
-    auto it = by_name_.find(name);
-    if (it != by_name_.end()) {
-        return it->second;
+// A REQ with our token came from a name we have no endpoint for: a process
+// of our job that Open MPI has not added yet (remote procs are added
+// lazily). Only names of our own job, within its size, are looked up, and
+// not here: the lookup reads the modex (which may block on the PMIx server)
+// and may allocate an opal_proc_t, so it runs in progress() without the
+// module lock (resolve_lookups). The requester's next REQ finds the endpoint.
+bool Module::unknown_requester(uint64_t name) {
+    if (by_name_.count(name) != 0) {
+        return true; // ourselves (no handshake with the loopback endpoint)
     }
-    if (!create) {
-        return nullptr;
+    uint32_t jobid = static_cast<uint32_t>(name >> 32);
+    uint32_t vpid = static_cast<uint32_t>(name & 0xffffffffu);
+    if (jobid != static_cast<uint32_t>(my_name_ >> 32) ||
+        (who_.job_size != 0 && vpid >= who_.job_size) || lookup_failed_.count(name) != 0) {
+        return false;
     }
-    // A peer reached us before Open MPI told us about it (remote procs are
-    // added lazily): look the proc up by name, as btl tcp and uct do.
-    opal_proc_t *proc = opal_proc_for_name(name_from(name));
-    if (proc == nullptr) {
-        log_.write(LogLevel::kWarn,
-                   util::format("connection request from unknown process %s ignored",
-                                OPAL_NAME_PRINT(name_from(name))));
-        return nullptr;
+    if (std::find(lookups_.begin(), lookups_.end(), name) == lookups_.end() &&
+        lookups_.size() < kMaxLookups) {
+        lookups_.push_back(name);
     }
-    std::string why;
-    Endpoint *ep = make_endpoint(proc, &why);
-    if (ep == nullptr) {
-        log_.write(LogLevel::kWarn,
-                   util::format("connection request from %s refused: %s",
-                                OPAL_NAME_PRINT(name_from(name)), why.c_str()));
-    }
-    return ep;
+    return true;
 }
 
-unsigned Module::paths_for(const Endpoint &ep) const {
-    if (ep.is_self() || cfg_.lag_policy == LagPolicy::kOff) {
-        return 1;
+void Module::resolve_lookups(const std::vector<uint64_t> &names) {
+    for (uint64_t name : names) {
+        opal_proc_t *proc = opal_proc_for_name(name_from(name));
+        auto addr = proc ? fetch_address(proc)
+                         : Result<wire::ModexAddress>(Status(Code::kNotFound, "no such process"));
+        OPAL_THREAD_LOCK(&lock_);
+        std::string why = addr ? "" : addr.status().message();
+        if (by_name_.count(name) == 0 && (!addr || add_endpoint(proc, *addr, &why) == nullptr)) {
+            lookup_failed_.insert(name);
+            log_.write(LogLevel::kWarn,
+                       util::format("connection request from %s refused: %s",
+                                    OPAL_NAME_PRINT(name_from(name)), why.c_str()));
+        }
+        OPAL_THREAD_UNLOCK(&lock_);
     }
-    unsigned n = cfg_.num_paths != 0 ? cfg_.num_paths
-                                     : static_cast<unsigned>(std::max(1, plan_.lag_members));
-    return std::min<unsigned>(n, wire::kMaxPaths);
 }
 
 qp::QpParams Module::rc_params(const Path &path) const {
@@ -260,8 +246,8 @@ Status Module::create_paired_qp(Endpoint &ep, size_t i, uint32_t remote_qpn,
 // sgid index, pkey, port and MTU are checked against the machine as it is
 // now, so a GID that moved when the bond was readdressed is followed (or the
 // transition refused with the diagnostic), never sent blindly.
-Status Module::connect_qp(Endpoint &ep, Path &path, qp::QueuePair &qp, uint32_t remote_qpn,
-                          uint32_t remote_psn) {
+Status Module::connect_path_qp(Endpoint &ep, Path &path, qp::QueuePair &qp, uint32_t remote_qpn,
+                               uint32_t remote_psn) {
     qp::RemoteEnd remote;
     remote.gid = ep.path().dgid;
     remote.qpn = remote_qpn;

@@ -217,14 +217,27 @@ Module::Module(const PortPlan &plan, const ModuleConfig &cfg, util::LogSink &log
 }
 
 Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const ModuleConfig &cfg,
-                                               util::LogSink &log) {
+                                               const ProcessInfo &who, util::LogSink &log) {
     std::unique_ptr<Module> m(new Module(plan, cfg, log));
+    m->who_ = who;
     auto dev = Device::open(verbs::real_verbs(), plan.selection, live_snapshot_source(),
                             plan.privileged, cfg.device, log);
     if (!dev) {
         return dev.status();
     }
     m->dev_ = std::move(dev.value());
+    CmConfig cc;
+    cc.connect_timeout_s = cfg.connect_timeout_s;
+    cc.connect_retry_s = cfg.connect_retry_s;
+    cc.reconnect_delay_s = cfg.reconnect_delay_s;
+    cc.credits = cfg.credits_per_peer;
+    CmIdentity me;
+    me.name = m->my_name_;
+    me.token = who.token;
+    me.port_index = m->port_index_;
+    me.ud_qpn = m->dev_->ud_qp()->qp_num;
+    CmHost &host = *m;
+    m->cm_ = std::make_unique<ConnectionManager>(host, me, cc, log);
     // Queue affinity needs an mlx5 device in LAG mode (num_lag_ports > 1);
     // everywhere else paths are spread by UDP source port.
     if (const topo::DeviceInfo *di = plan.snapshot ? plan.snapshot->find_device(plan.device)
@@ -278,6 +291,7 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
 
 Module::~Module() {
     // QPs first, then registrations, then the PD/CQ/context (Device).
+    cm_.reset();
     endpoints_.clear();
     rdma_slab_ = RegisteredSlab{};
     if (rcache_ != nullptr) {
@@ -288,10 +302,24 @@ Module::~Module() {
     OBJ_DESTRUCT(&lock_);
 }
 
+void Module::set_port_index(uint16_t i) {
+    port_index_ = i;
+    CmIdentity me = cm_->identity();
+    me.port_index = i;
+    cm_->set_identity(me);
+}
+
 wire::PortAdvert Module::advert() const { return advertise(plan_, dev_->ud_qp()->qp_num); }
 
 int Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
                       opal_bitmap_t *reachable) {
+    // The modex reads go first, without the lock: they may block on the PMIx
+    // server, and progress (another thread's) must not wait for them.
+    std::vector<Result<wire::ModexAddress>> addrs;
+    addrs.reserve(nprocs);
+    for (size_t i = 0; i < nprocs; ++i) {
+        addrs.push_back(fetch_address(procs[i]));
+    }
     OPAL_THREAD_LOCK(&lock_);
     for (size_t i = 0; i < nprocs; ++i) {
         opal_process_name_t pn = procs[i]->proc_name;
@@ -301,8 +329,8 @@ int Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_
         if (it != by_name_.end()) {
             ep = it->second;
         } else {
-            std::string why;
-            ep = make_endpoint(procs[i], &why);
+            std::string why = addrs[i] ? "" : addrs[i].status().message();
+            ep = addrs[i] ? add_endpoint(procs[i], *addrs[i], &why) : nullptr;
             if (ep == nullptr) {
                 log_.write(util::LogLevel::kInfo,
                            util::format("%s:%d cannot reach %s: %s", plan_.device.c_str(),
@@ -325,10 +353,34 @@ int Module::del_procs(size_t, opal_proc_t **, mca_btl_base_endpoint_t **) {
 }
 
 void Module::log_path_stats() {
+    // Connection messages dropped (forged, malformed, stale) are worth a
+    // line whenever there were any; the per-path traffic at verbose 10.
+    const CmDrops &d = cm_->drops();
+    if (d.total() > 0) {
+        log_.write(util::LogLevel::kInfo,
+                   util::format("%s:%d: connection messages dropped that named no peer of ours: "
+                                "%llu malformed, %llu misdirected, %llu with a wrong token, %llu "
+                                "from unknown processes",
+                                plan_.device.c_str(), plan_.port,
+                                static_cast<unsigned long long>(d.malformed),
+                                static_cast<unsigned long long>(d.misdirected),
+                                static_cast<unsigned long long>(d.unauthenticated),
+                                static_cast<unsigned long long>(d.unknown_sender)));
+    }
     if (!log_.enabled(util::LogLevel::kInfo)) {
         return;
     }
     for (const auto &ep : endpoints_) {
+        if (ep->drops.total() > 0) {
+            log_.write(util::LogLevel::kInfo,
+                       util::format("%s: connection messages dropped: %llu with a wrong token, "
+                                    "%llu misdirected, %llu fitting no connection state (late "
+                                    "copies, races)",
+                                    ep->label.c_str(),
+                                    static_cast<unsigned long long>(ep->drops.unauthenticated),
+                                    static_cast<unsigned long long>(ep->drops.misdirected),
+                                    static_cast<unsigned long long>(ep->drops.unexpected)));
+        }
         for (size_t i = 0; i < ep->paths_.size(); ++i) {
             const Path &p = ep->paths_[i];
             if (!p.ever_up) {
@@ -336,8 +388,8 @@ void Module::log_path_stats() {
             }
             log_.write(util::LogLevel::kInfo,
                        util::format("path %zu to %s: source port 0x%04x%s, %llu bytes, %llu "
-                                    "messages, %llu retransmits, %llu failovers, %llu reconnects",
-                                    i, ep->label().c_str(), p.spread.sport,
+                                    "messages, %llu retransmits, %llu failovers, %llu reconnects%s",
+                                    i, ep->label.c_str(), p.spread.sport,
                                     p.spread.member >= 0
                                         ? util::format(" (member %d)", p.spread.member).c_str()
                                         : "",
@@ -345,7 +397,13 @@ void Module::log_path_stats() {
                                     static_cast<unsigned long long>(p.stats.messages),
                                     static_cast<unsigned long long>(p.stats.retransmits),
                                     static_cast<unsigned long long>(p.stats.failovers),
-                                    static_cast<unsigned long long>(p.stats.reconnects)));
+                                    static_cast<unsigned long long>(p.stats.reconnects),
+                                    p.stats.bad_credits > 0
+                                        ? util::format(", %llu credits beyond the window refused",
+                                                       static_cast<unsigned long long>(
+                                                           p.stats.bad_credits))
+                                              .c_str()
+                                        : ""));
         }
     }
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "opal/mca/btl/btl.h"
@@ -18,6 +19,7 @@
 #include "btl_roce_addr.h"
 #include "btl_roce_device.h"
 #include "btl_roce_endpoint.h"
+#include "connection/manager.h"
 #include "lag.h"
 #include "netmon/event_queue.h"
 #include "util/log.h"
@@ -68,6 +70,16 @@ struct ModuleConfig {
     uint32_t seq_span = 8192;        ///< data fragments in flight per endpoint, at most
 };
 
+/// What the component knows about this process, the same for every module.
+struct ProcessInfo {
+    uint64_t token = 0;    ///< our connection token, published in the modex (never 0)
+    uint32_t job_size = 0; ///< processes in our job, from PMIx (0: unknown)
+};
+
+/// A peer's modex address (a blocking PMIx read: call without the module
+/// lock). kNotFound when it published none, kProtocol when it is malformed.
+util::Result<wire::ModexAddress> fetch_address(opal_proc_t *proc);
+
 /// Module template (registration of the generic btl_roce_* parameters writes
 /// into it; every module starts as a copy).
 extern mca_btl_base_module_t g_module_template;
@@ -78,12 +90,17 @@ void init_module_template();
 /// One port's worth of transport: the verbs resources (Device), the
 /// endpoints, the connection manager and the data path. All public entry
 /// points take the module lock; callbacks into the PML are made without it.
-class Module {
+/// It is the connection manager's host (btl_roce_cm.cc): the verbs side of
+/// each handshake step, and the data path's reaction to paths coming and going.
+class Module final : private CmHost {
 public:
+    /// The module for `plan`'s port, its Device open and its UD QP ready.
+    /// `who` and `log` are the component's; `log` must outlive the module.
     static util::Result<std::unique_ptr<Module>> create(const PortPlan &plan,
                                                         const ModuleConfig &cfg,
+                                                        const ProcessInfo &who,
                                                         util::LogSink &log);
-    ~Module();
+    ~Module() override;
 
     mca_btl_base_module_t *base() { return &c_.super; }
     static Module *from(mca_btl_base_module_t *b) {
@@ -96,7 +113,7 @@ public:
     /// This module's modex advertisement.
     wire::PortAdvert advert() const;
     /// Index of this module in the process's modex address.
-    void set_port_index(uint16_t i) { port_index_ = i; }
+    void set_port_index(uint16_t i);
     /// Follows `m`'s events about this port's netdevs from now on (checked
     /// in progress() with one atomic load; see on_net_events()).
     void follow(netmon::Monitor &m);
@@ -135,10 +152,6 @@ public:
     /// completions handled. Cheap when idle: one ibv_poll_cq.
     int progress();
 
-    /// Receive a UD datagram (connection management), btl_roce_cm.cc.
-    /// A connection message; `grh` is the 40 bytes before it (the sender's
-    /// real address, see wire::grh_source_gid).
-    void handle_cm(const uint8_t *grh, const uint8_t *data, size_t len);
 
     /// Work for the PML that must run without the module lock held.
     struct Deferred {
@@ -163,47 +176,54 @@ private:
 
     Module(const PortPlan &plan, const ModuleConfig &cfg, util::LogSink &log);
 
-    // Connection management (btl_roce_cm.cc); all called with the lock held.
-    Endpoint *endpoint_for_name(uint64_t name, bool create, uint16_t peer_port);
-    Endpoint *make_endpoint(opal_proc_t *proc, std::string *why);
-    unsigned paths_for(const Endpoint &ep) const;
+    // CmHost (btl_roce_cm.cc); the manager calls them with the lock held.
+    double now() const override;
+    util::Status send_cm(Peer &peer, const std::vector<uint8_t> &bytes) override;
+    void address(const Peer &peer, wire::CmMessage &m) const override;
+    size_t paths_wanted(const Peer &peer) const override;
+    util::Result<LocalQp> open_qp(Peer &peer, size_t i) override;
+    util::Status accept_qps(Peer &peer, size_t first, const std::vector<wire::PathInfo> &remote,
+                            std::vector<LocalQp> *local) override;
+    util::Status connect_qp(Peer &peer, size_t i, const wire::PathInfo &remote) override;
+    void retire_qp(Peer &peer, size_t i) override;
+    void path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected) override;
+    void path_lost(Peer &peer, size_t i) override;
+    void peer_failed(Peer &peer, const std::string &why) override;
+    void peer_moved(Peer &peer, const wire::Gid &from) override;
+    bool revalidate(Peer &peer, bool thorough) override;
+    std::string route(const Peer &peer) const override;
+    Peer *find_peer(uint64_t name) override;
+    bool unknown_requester(uint64_t name) override;
+
+    // Endpoints and their QPs (btl_roce_endpoint.cc, btl_roce_cm.cc), lock held.
+    static Endpoint &ep_of(Peer &peer) { return static_cast<Endpoint &>(peer); }
+    /// An endpoint for `proc` on the first of its ports we reach; nullptr
+    /// (and `why`) when none is.
+    Endpoint *add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr, std::string *why);
+    /// Looks up the names unknown_requester queued (called without the lock).
+    void resolve_lookups(const std::vector<uint64_t> &names);
+    static constexpr size_t kMaxLookups = 64;
     void start_connect(Endpoint &ep);
+    void connect_self(Endpoint &ep);
     qp::QpParams rc_params(const Path &path) const;
     util::Result<std::unique_ptr<qp::QueuePair>> new_init_qp(const Endpoint &ep);
     void install_qp(Endpoint &ep, size_t i, std::unique_ptr<qp::QueuePair> qp);
     util::Status create_path_qp(Endpoint &ep, size_t i);
     util::Status create_paired_qp(Endpoint &ep, size_t i, uint32_t remote_qpn,
                                   std::vector<std::unique_ptr<qp::QueuePair>> &spares);
-    util::Status connect_qp(Endpoint &ep, Path &path, qp::QueuePair &qp, uint32_t remote_qpn,
-                            uint32_t remote_psn);
+    util::Status connect_path_qp(Endpoint &ep, Path &path, qp::QueuePair &qp,
+                                 uint32_t remote_qpn, uint32_t remote_psn);
     util::Status apply_lag_port(Endpoint &ep, size_t i);
-    void request_paths(Endpoint &ep, size_t first, size_t count);
     util::Status ensure_ah(Endpoint &ep);
-    util::Status send_cm(Endpoint &ep, const wire::CmMessage &m);
-    wire::CmMessage cm_template(const Endpoint &ep, wire::CmType type) const;
-    /// A REQ or REP offering paths [first, first+count) of ep.
-    wire::CmMessage handshake(const Endpoint &ep, wire::CmType type, uint32_t conn_id,
-                              size_t first, size_t count) const;
-    void on_request(const wire::CmMessage &m);
-    void on_reply(const wire::CmMessage &m);
-    void learn_peer_gid(Endpoint &ep, const wire::CmMessage &m);
-    /// `fresh`: a snapshot just read (nullptr: read one).
-    /// True when the endpoint's addressing changed (its paths that were up
-    /// are then reconnected from the new address).
+    /// `fresh`: a snapshot just read (nullptr: read one). True when the
+    /// endpoint's addressing changed (the manager then reconnects its paths).
     bool revalidate_path(Endpoint &ep,
                          const std::shared_ptr<const topo::Snapshot> &fresh = nullptr);
     void set_path_choice(Endpoint &ep, const PathChoice &choice);
-    void on_rtu(const wire::CmMessage &m);
-    void on_reject(const wire::CmMessage &m);
-    void connect_self(Endpoint &ep);
-    void path_up(Endpoint &ep, size_t i);
-    void path_failed(Endpoint &ep, size_t i, const std::string &why);
-    void path_drained(Endpoint &ep, size_t i);
-    void update_state(Endpoint &ep);
-    void watch(Endpoint &ep);
-    void retire_qp(Endpoint &ep, size_t i);
-    void fail_endpoint(Endpoint &ep, const std::string &why);
-    void run_timers(double now);
+    /// The path's QP is broken: the manager retires it and reconnects.
+    void path_failed(Endpoint &ep, size_t i, const std::string &why) {
+        cm_->path_failed(ep, i, why);
+    }
 
     // Data path helpers (btl_roce_send.cc / _progress.cc), lock held.
     int pick_path(Endpoint &ep, uint8_t order, bool control) const;
@@ -235,6 +255,8 @@ private:
     void on_send_completion(const ibv_wc &wc);
     void on_rdma_completion(const ibv_wc &wc);
     void log_path_stats();
+    /// A datagram on the UD QP: the connection manager's.
+    void handle_cm(const uint8_t *grh, const uint8_t *data, size_t len);
     void check_ud();
     void on_net_events();
     void readdress();
@@ -245,18 +267,21 @@ private:
     util::LogSink &log_;
     uint16_t port_index_ = 0;
     uint64_t my_name_ = 0;
+    ProcessInfo who_;
     opal_mutex_t lock_;
 
     std::unique_ptr<Device> dev_;
+    std::unique_ptr<ConnectionManager> cm_;
     mca_rcache_base_module_t *rcache_ = nullptr;
     std::vector<std::unique_ptr<Endpoint>> endpoints_;
     std::unordered_map<uint64_t, Endpoint *> by_name_;
+    std::vector<uint64_t> lookups_;            ///< unknown requesters to look up (bounded)
+    std::unordered_set<uint64_t> lookup_failed_; ///< names looked up in vain (at most job size)
     struct QpRef {
         Endpoint *ep = nullptr;
         size_t path = 0;
     };
     std::unordered_map<uint32_t, QpRef> by_qpn_;
-    std::vector<Endpoint *> watch_; ///< endpoints with a connection or reconnection running
     /// QPs taken out of service (error state) whose work requests are still
     /// flushing back; destroyed when none is left.
     struct Retired {
@@ -265,7 +290,6 @@ private:
     };
     std::unordered_map<uint32_t, Retired> retired_;
     bool lag_affinity_ = false;     ///< the device does queue-affinity LAG (mlx5)
-    uint32_t next_conn_id_ = 1;
     uint32_t rdma_outstanding_ = 0;
     std::vector<Deferred> deferred_; ///< PML callbacks to run unlocked
     RegisteredSlab rdma_slab_;       ///< RdmaOp pool
@@ -275,11 +299,9 @@ private:
     mca_btl_base_module_error_cb_fn_t error_cb_ = nullptr;
     bool warned_registration_ = false;
     uint64_t progress_calls_ = 0;
-    bool ud_suspect_ = false;
+    bool ud_suspect_ = false;        ///< a UD completion failed: check the UD QP
     std::unique_ptr<netmon::EventQueue> netq_; ///< bond/address events (netmon)
     double readdress_at_ = 0;       ///< > 0: choose addresses again at this time
-    wire::Gid cm_src_{};            ///< sender address of the message being handled
-    bool cm_src_known_ = false;       ///< a UD completion failed: check the UD QP
     double ud_retry_at_ = 0;        ///< when a failed UD recovery is tried again
 };
 

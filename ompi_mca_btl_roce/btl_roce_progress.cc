@@ -32,7 +32,7 @@ int Module::progress() {
     int n = dev_->api().poll_cq(dev_->cq(), kPollBatch, wc);
     // The idle path: one poll, two reads, no lock, no clock.
     bool net = netq_ && netq_->changed();
-    if (n <= 0 && watch_.empty() && deferred_.empty() && !ud_suspect_ && !net &&
+    if (n <= 0 && !cm_->busy() && deferred_.empty() && !ud_suspect_ && !net &&
         readdress_at_ == 0) {
         return 0;
     }
@@ -50,11 +50,16 @@ int Module::progress() {
     if (readdress_at_ > 0 && now_seconds() >= readdress_at_) {
         readdress();
     }
-    if (!watch_.empty() && (n > 0 || (progress_calls_ & 15) == 0)) {
-        run_timers(now_seconds());
+    if (cm_->busy() && (n > 0 || (progress_calls_ & 15) == 0)) {
+        cm_->run_timers(now_seconds());
     }
     todo.swap(deferred_);
+    std::vector<uint64_t> lookups;
+    lookups.swap(lookups_);
     OPAL_THREAD_UNLOCK(&lock_);
+    if (!lookups.empty()) {
+        resolve_lookups(lookups);
+    }
     run_deferred(todo);
     return n > 0 ? n : 0;
 }
@@ -185,7 +190,7 @@ void Module::on_send_completion(const ibv_wc &wc) {
     }
     if (f->control) {
         release_frag(f); // credits of a dead path die with it
-    } else if (ep.state_ == EpState::kFailed) {
+    } else if (ep.state == EpState::kFailed) {
         complete_frag(f, OPAL_ERR_UNREACH);
     } else {
         // Not known to have arrived: send it again (same number) on a
@@ -229,10 +234,10 @@ void Module::handle_recv(const ibv_wc &wc) {
     bool live = retired_.count(wc.qp_num) == 0;
     Path &path = ep.paths_[it->second.path];
     if (live) {
-        if (path.state == PathState::kAwaitRtu) {
-            path_up(ep, it->second.path); // the first message doubles as the RTU
+        cm_->on_rc_message(ep, it->second.path); // the first message doubles as the RTU
+        if (path.credits.add(hdr->credits) != 0) {
+            ++path.stats.bad_credits; // more than the window: never trusted
         }
-        path.credits.add(hdr->credits);
     }
     bool deliver = false;
     if (hdr->type == wire::FragType::kData) {
@@ -242,7 +247,7 @@ void Module::handle_recv(const ibv_wc &wc) {
             log_.write(LogLevel::kWarn,
                        util::format("dropped fragment %u from %s: beyond the window (next "
                                     "expected %u)",
-                                    hdr->seq, ep.label().c_str(), ep.received_.next_expected()));
+                                    hdr->seq, ep.label.c_str(), ep.received_.next_expected()));
         }
     }
     if (!deliver) {
@@ -282,8 +287,8 @@ void Module::complete_frag(Frag *f, int status) {
     }
 }
 
-void Module::retire_qp(Endpoint &ep, size_t i) {
-    Path &p = ep.paths_[i];
+void Module::retire_qp(Peer &peer, size_t i) {
+    Path &p = ep_of(peer).paths_[i];
     for (auto *q : {&p.qp, &p.loop_peer}) {
         if (!*q) {
             continue;
@@ -306,20 +311,11 @@ void Module::retire_qp(Endpoint &ep, size_t i) {
     p.sq_free = 0;
 }
 
-void Module::fail_endpoint(Endpoint &ep, const std::string &why) {
-    if (ep.state_ == EpState::kFailed) {
-        return;
-    }
-    for (size_t i = 0; i < ep.paths_.size(); ++i) {
-        retire_qp(ep, i);
-        ep.paths_[i].state = PathState::kIdle;
-        ep.paths_[i].reconnect_at = 0;
-    }
-    ep.state_ = EpState::kFailed;
-    ep.failure_ = why;
+void Module::peer_failed(Peer &peer, const std::string &why) {
+    Endpoint &ep = ep_of(peer);
     log_.write(LogLevel::kError,
                util::format("%s:%d: connection to %s failed: %s", plan_.device.c_str(),
-                            plan_.port, ep.label().c_str(), why.c_str()));
+                            plan_.port, ep.label.c_str(), why.c_str()));
     while (ep.pending_head_ != nullptr) {
         Frag *f = ep.pending_head_;
         ep.pending_head_ = f->next;

@@ -82,7 +82,7 @@ int Module::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
     if (log_.enabled(util::LogLevel::kTrace)) {
         log_.write(util::LogLevel::kTrace,
                    util::format("RDMA op %d, %u bytes, path %zu -> %s remote 0x%llx rkey 0x%x",
-                                static_cast<int>(op->opcode), sge.length, i, ep.label().c_str(),
+                                static_cast<int>(op->opcode), sge.length, i, ep.label.c_str(),
                                 static_cast<unsigned long long>(op->remote_address), op->rkey));
     }
     return OPAL_SUCCESS;
@@ -227,10 +227,10 @@ RdmaOp *Module::new_rdma_op(Endpoint &ep, void *local_address,
 // OPAL_SUCCESS when ep can take an RDMA operation now; otherwise starts the
 // connection if needed and says why not.
 int Module::ready_for_rdma(Endpoint &ep) {
-    if (ep.state_ == EpState::kFailed) {
+    if (ep.state == EpState::kFailed) {
         return OPAL_ERR_UNREACH;
     }
-    if (ep.state_ != EpState::kConnected) {
+    if (ep.state != EpState::kConnected) {
         start_connect(ep);
         return OPAL_ERR_OUT_OF_RESOURCE; // the caller retries after progress
     }
@@ -310,7 +310,7 @@ void Module::on_rdma_completion(const ibv_wc &wc) {
                   op->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
     // A flushed request never started; a read or write may simply run again.
     // An atomic that got the error itself may have executed: it fails.
-    if (ep.state_ != EpState::kFailed && (!atomic || wc.status == IBV_WC_WR_FLUSH_ERR)) {
+    if (ep.state != EpState::kFailed && (!atomic || wc.status == IBV_WC_WR_FLUSH_ERR)) {
         if (op->path >= 0 && static_cast<size_t>(op->path) < ep.paths_.size()) {
             ++ep.paths_[static_cast<size_t>(op->path)].stats.retransmits;
         }
@@ -321,14 +321,14 @@ void Module::on_rdma_completion(const ibv_wc &wc) {
         log_.write(util::LogLevel::kError,
                    util::format("atomic operation to %s lost with its path (%s): it may or may "
                                 "not have been applied, so it is not repeated",
-                                ep.label().c_str(), ibv_wc_status_str(wc.status)));
+                                ep.label.c_str(), ibv_wc_status_str(wc.status)));
         rdma_done(op, OPAL_ERROR);
     }
 }
 
 // Posts again what waits on the endpoint's retry queue, while paths allow.
 void Module::retry_rdma(Endpoint &ep) {
-    while (ep.rdma_retry_ != nullptr && ep.state_ == EpState::kConnected) {
+    while (ep.rdma_retry_ != nullptr && ep.state == EpState::kConnected) {
         RdmaOp *op = ep.rdma_retry_;
         int i = -1;
         for (size_t k = 0; k < ep.paths_.size(); ++k) { // round-robin: keep striping

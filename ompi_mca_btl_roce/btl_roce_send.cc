@@ -222,7 +222,7 @@ int Module::post_frag_on(Endpoint &ep, size_t i, Frag *f) {
 }
 
 void Module::drain_pending(Endpoint &ep) {
-    while (ep.state_ == EpState::kConnected && ep.pending_head_ != nullptr) {
+    while (ep.state == EpState::kConnected && ep.pending_head_ != nullptr) {
         Frag *f = ep.pending_head_;
         int rc = post_frag(ep, f);
         if (rc == OPAL_ERR_OUT_OF_RESOURCE) {
@@ -273,9 +273,9 @@ int Module::send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_
     f->endpoint = ep;
     OPAL_THREAD_LOCK(&lock_);
     int rc = OPAL_SUCCESS;
-    if (ep->state_ == EpState::kFailed) {
+    if (ep->state == EpState::kFailed) {
         rc = OPAL_ERR_UNREACH;
-    } else if (ep->state_ == EpState::kConnected && ep->pending_head_ == nullptr) {
+    } else if (ep->state == EpState::kConnected && ep->pending_head_ == nullptr) {
         rc = post_frag(*ep, f);
         if (rc == OPAL_ERR_OUT_OF_RESOURCE) {
             queue_pending(*ep, f);
@@ -300,8 +300,8 @@ int Module::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t hea
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     OPAL_THREAD_LOCK(&lock_);
-    if (ep->state_ != EpState::kConnected || ep->pending_head_ != nullptr) {
-        if (ep->state_ == EpState::kClosed) {
+    if (ep->state != EpState::kConnected || ep->pending_head_ != nullptr) {
+        if (ep->state == EpState::kClosed) {
             start_connect(*ep);
         }
         OPAL_THREAD_UNLOCK(&lock_);

@@ -24,10 +24,23 @@ public:
     explicit CreditLedger(uint32_t reserve = 1, uint32_t threshold = 8)
         : reserve_(reserve), threshold_(threshold) {}
 
-    /// The window the peer granted at connection time.
-    void set_initial(uint32_t credits) noexcept { credits_ = credits; }
-    /// Credits the peer returned (piggybacked or in a credit message).
-    void add(uint32_t credits) noexcept { credits_ += credits; }
+    /// The window the peer granted at connection time; also the most this
+    /// ledger will ever hold (the peer cannot return more buffers than it
+    /// granted).
+    void set_initial(uint32_t credits) noexcept {
+        credits_ = credits;
+        window_ = credits;
+    }
+    /// Credits the peer returned (piggybacked or in a credit message). What
+    /// would take the count beyond the window is not taken: it cannot be
+    /// real, and a count that wrapped would let us overrun the peer. Returns
+    /// how many were refused (0 from a well-behaved peer).
+    uint32_t add(uint32_t credits) noexcept {
+        uint32_t room = window_ > credits_ ? window_ - credits_ : 0;
+        uint32_t take = credits < room ? credits : room;
+        credits_ += take;
+        return credits - take;
+    }
 
     /// Takes a credit for a data message; false when only the reserve is left.
     bool take_for_data() noexcept {
@@ -60,11 +73,13 @@ public:
     bool credit_message_due() const noexcept { return owed_ >= threshold_; }
 
     uint32_t available() const noexcept { return credits_; }
+    uint32_t window() const noexcept { return window_; }
     uint32_t owed() const noexcept { return owed_; }
     uint32_t reserve() const noexcept { return reserve_; }
 
 private:
     uint32_t credits_ = 0;
+    uint32_t window_ = 0;
     uint32_t owed_ = 0;
     uint32_t reserve_;
     uint32_t threshold_;

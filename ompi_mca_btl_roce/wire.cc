@@ -133,6 +133,7 @@ std::vector<uint8_t> encode(const ModexAddress &m) {
     Writer w;
     w.u32(kModexMagic);
     w.u8(kVersion);
+    w.u64(m.token);
     w.u8(static_cast<uint8_t>(m.ports.size()));
     for (const auto &p : m.ports) {
         w.str(p.device, kMaxDeviceName);
@@ -158,6 +159,13 @@ Result<ModexAddress> parse_modex(const uint8_t *data, size_t len) {
     Reader r(data, len, "roce modex address");
     uint32_t magic = r.u32("magic");
     uint8_t version = r.u8("version");
+    if (r.ok() && magic == kModexMagic && version != kVersion) {
+        return Status(Code::kProtocol,
+                      util::format("roce modex address: version %u, this build speaks %u (mixed "
+                                   "ompi-roce versions in one job?)",
+                                   version, kVersion));
+    }
+    uint64_t token = r.u64("token");
     uint8_t nports = r.u8("port count");
     if (!r.ok()) {
         return r.status();
@@ -165,17 +173,15 @@ Result<ModexAddress> parse_modex(const uint8_t *data, size_t len) {
     if (magic != kModexMagic) {
         return Status(Code::kProtocol, util::format("roce modex address: bad magic 0x%08x", magic));
     }
-    if (version != kVersion) {
-        return Status(Code::kProtocol,
-                      util::format("roce modex address: version %u, this build speaks %u (mixed "
-                                   "ompi-roce versions in one job?)",
-                                   version, kVersion));
-    }
     if (nports > kMaxPorts) {
         return Status(Code::kProtocol,
                       util::format("roce modex address: %u ports exceeds %zu", nports, kMaxPorts));
     }
+    if (token == 0) {
+        return Status(Code::kProtocol, "roce modex address: no connection token");
+    }
     ModexAddress m;
+    m.token = token;
     for (uint8_t i = 0; i < nports && r.ok(); ++i) {
         PortAdvert p;
         p.device = r.str(kMaxDeviceName, "device name");
@@ -185,6 +191,14 @@ Result<ModexAddress> parse_modex(const uint8_t *data, size_t len) {
         p.flags = r.u8("flags");
         p.ud_qpn = r.u32("ud qpn");
         p.qkey = r.u32("qkey");
+        if (r.ok() && (p.port == 0 || p.lag_members == 0 || p.lag_members > kMaxLagMembers ||
+                       p.path_mtu < 1 || p.path_mtu > 5 || p.ud_qpn <= 1 ||
+                       p.ud_qpn > 0xffffffu)) {
+            r.fail(util::format("roce modex address: port %u of %s out of range (port %u, "
+                                "LAG members %u, path MTU enum %u, UD QPN 0x%x)",
+                                i, util::printable(p.device).c_str(), p.port, p.lag_members,
+                                p.path_mtu, p.ud_qpn));
+        }
         uint8_t ngids = r.u8("gid count");
         if (ngids > kMaxGidsPerPort) {
             r.fail(util::format("roce modex address: %u GIDs exceeds %zu", ngids, kMaxGidsPerPort));
@@ -227,9 +241,9 @@ const char *to_string(CmType t) noexcept {
 
 bool CmMessage::operator==(const CmMessage &o) const {
     return type == o.type && src_name == o.src_name && dst_name == o.dst_name &&
-           conn_id == o.conn_id && src_ud_qpn == o.src_ud_qpn && src_port == o.src_port &&
+           src_token == o.src_token && dst_token == o.dst_token && conn_id == o.conn_id && src_ud_qpn == o.src_ud_qpn && src_port == o.src_port &&
            dst_port == o.dst_port && first_path == o.first_path && path_mtu == o.path_mtu &&
-           credits == o.credits &&
+           credits == o.credits && superseded == o.superseded &&
            src_gid == o.src_gid && dst_gid == o.dst_gid && paths == o.paths &&
            reason == o.reason && text == o.text;
 }
@@ -243,6 +257,8 @@ std::vector<uint8_t> encode(const CmMessage &m) {
     w.u16(0); // total length, patched below
     w.u64(m.src_name);
     w.u64(m.dst_name);
+    w.u64(m.src_token);
+    w.u64(m.dst_token);
     w.u32(m.conn_id);
     w.u32(m.src_ud_qpn);
     w.u16(m.src_port);
@@ -253,6 +269,7 @@ std::vector<uint8_t> encode(const CmMessage &m) {
         w.u8(m.first_path);
         w.u8(m.path_mtu);
         w.u32(m.credits);
+        w.u32(m.superseded);
         w.gid(m.src_gid);
         w.gid(m.dst_gid);
         for (size_t i = 0; i < n; ++i) {
@@ -303,6 +320,8 @@ Result<CmMessage> parse_cm(const uint8_t *data, size_t len) {
     m.type = static_cast<CmType>(type);
     m.src_name = body.u64("source name");
     m.dst_name = body.u64("destination name");
+    m.src_token = body.u64("source token");
+    m.dst_token = body.u64("destination token");
     m.conn_id = body.u32("connection id");
     m.src_ud_qpn = body.u32("source UD QPN");
     m.src_port = body.u16("source port index");
@@ -312,6 +331,7 @@ Result<CmMessage> parse_cm(const uint8_t *data, size_t len) {
         m.first_path = body.u8("first path");
         m.path_mtu = body.u8("path mtu");
         m.credits = body.u32("credits");
+        m.superseded = body.u32("superseded id");
         m.src_gid = body.gid("source GID");
         m.dst_gid = body.gid("destination GID");
         if (body.ok() && (npaths == 0 || npaths > kMaxPaths)) {
@@ -321,6 +341,10 @@ Result<CmMessage> parse_cm(const uint8_t *data, size_t len) {
         if (body.ok() && m.first_path + npaths > kMaxPaths) {
             body.fail(util::format("roce CM message: paths %u..%u beyond the %zu allowed",
                                    m.first_path, m.first_path + npaths - 1, kMaxPaths));
+        }
+        if (body.ok() && (m.credits == 0 || m.credits > kMaxCredits)) {
+            body.fail(util::format("roce CM message: %u credits outside 1..%u", m.credits,
+                                   kMaxCredits));
         }
         if (body.ok() && (m.path_mtu < 1 || m.path_mtu > 5)) {
             body.fail(util::format("roce CM message: path MTU enum %u outside 1..5", m.path_mtu));
@@ -382,12 +406,42 @@ Result<FragHeader> parse_frag_header(const uint8_t *data, size_t len) {
     return h;
 }
 
+namespace {
+
+// An IPv4 header (no options) whose checksum is right: the ones' complement
+// sum of its ten 16-bit words, checksum included, is 0xffff.
+bool valid_ipv4_header(const uint8_t *h) {
+    if (h[0] != 0x45) {
+        return false;
+    }
+    uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2) {
+        sum += static_cast<uint32_t>(h[i]) << 8 | h[i + 1];
+    }
+    while (sum > 0xffff) {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    return sum == 0xffff;
+}
+
+void ipv4_source(const uint8_t *h, Gid *out) {
+    out->fill(0);
+    (*out)[10] = 0xff;
+    (*out)[11] = 0xff;
+    std::memcpy(out->data() + 12, h + 12, 4);
+}
+
+} // namespace
+
 bool grh_source_gid(const uint8_t *grh, Gid *out) {
-    if (grh[20] == 0x45) { // IPv4, no options: source address at 12
-        out->fill(0);
-        (*out)[10] = 0xff;
-        (*out)[11] = 0xff;
-        std::memcpy(out->data() + 12, grh + 20 + 12, 4);
+    // For RoCE v2 over IPv4 the device writes the IPv4 header into the last
+    // 20 bytes and leaves the first 20 as they were - possibly the start of
+    // an earlier IPv6 datagram in the same buffer. So, as rdma-core decides
+    // in ibv_init_ah_from_wc: IPv6 unless bytes 20..39 are an IPv4 header
+    // with a correct checksum (a version-6 first byte alone proves nothing).
+    const uint8_t *ip4 = grh + 20;
+    if (valid_ipv4_header(ip4)) {
+        ipv4_source(ip4, out);
         return true;
     }
     if ((grh[0] >> 4) == 6) { // IPv6 header or IB GRH (IP version 6)

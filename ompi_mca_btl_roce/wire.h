@@ -18,12 +18,20 @@ namespace roce::btl::wire {
 
 inline constexpr uint32_t kModexMagic = 0x45434f52; // "ROCE"
 inline constexpr uint32_t kCmMagic = 0x4d43434f;    // "OCCM"
-inline constexpr uint8_t kVersion = 1;
+/// 2: connection tokens in the modex and in every CM message, and the REP
+/// names the requester's REQ it supersedes.
+inline constexpr uint8_t kVersion = 2;
 inline constexpr size_t kMaxDeviceName = 64;
 inline constexpr size_t kMaxGidsPerPort = 32;
 inline constexpr size_t kMaxPorts = 16;
 inline constexpr size_t kMaxPaths = 16;
 inline constexpr size_t kMaxRejectText = 200;
+/// Receive credits a REQ/REP may grant (the credit field of the RC header
+/// is 16 bits; no receiver posts more buffers per path).
+inline constexpr uint32_t kMaxCredits = 0xffff;
+/// LAG members a port may advertise (mlx5 LAG has 2 or 4; a Linux bond at
+/// most as many as paths).
+inline constexpr uint8_t kMaxLagMembers = 16;
 
 using Gid = std::array<uint8_t, 16>;
 
@@ -55,10 +63,15 @@ struct PortAdvert {
     }
 };
 
-/// The modex blob: all ports of one process.
+/// The modex blob: all ports of one process. Parsed ports are in range:
+/// port 1..255, lag_members 1..kMaxLagMembers, path_mtu an ibv_mtu (1..5),
+/// ud_qpn a 24-bit QPN other than 0 and 1.
 struct ModexAddress {
+    /// The process's connection token: every CM message to this process
+    /// must carry it, and every CM message from it does (see CmMessage).
+    uint64_t token = 0;
     std::vector<PortAdvert> ports;
-    bool operator==(const ModexAddress &o) const { return ports == o.ports; }
+    bool operator==(const ModexAddress &o) const { return token == o.token && ports == o.ports; }
 };
 
 std::vector<uint8_t> encode(const ModexAddress &m);
@@ -82,12 +95,19 @@ enum class RejectReason : uint16_t {
     kVersion = 3,       ///< incompatible protocol version
     kShuttingDown = 4,
     kStale = 5,         ///< answers a REQ the requester abandoned (it lost a race)
+    kStaleRequest = 6,  ///< a REQ answered before (or that lost a race): start over
 };
 
+/// A connection-management message. src_token/dst_token are the sender's
+/// and the receiver's connection tokens as each published them in its modex
+/// address: proof that the sender is the process it names (other users'
+/// processes on the fabric cannot read a job's modex).
 struct CmMessage {
     CmType type = CmType::kRequest;
     uint64_t src_name = 0;   ///< opal_process_name_t as 64 bits (jobid << 32 | vpid)
     uint64_t dst_name = 0;
+    uint64_t src_token = 0;
+    uint64_t dst_token = 0;
     uint32_t conn_id = 0;    ///< identifies one connection attempt of the requester
     uint32_t src_ud_qpn = 0;
     uint16_t src_port = 0;   ///< index into the sender's ModexAddress::ports
@@ -95,7 +115,10 @@ struct CmMessage {
     // kRequest / kReply:
     uint8_t first_path = 0;  ///< index of paths[0] among the connection's paths
     uint8_t path_mtu = 0;
-    uint32_t credits = 0;    ///< receive credits the sender grants on this connection
+    uint32_t credits = 0;    ///< receive credits the sender grants (1..kMaxCredits)
+    /// kReply: the id of the responder's own REQ for these paths that this
+    /// reply replaces (it lost a race; its late copies are stale), 0 if none.
+    uint32_t superseded = 0;
     Gid src_gid{};           ///< GID the sender transmits from
     Gid dst_gid{};           ///< GID the sender addresses
     std::vector<PathInfo> paths;

@@ -129,4 +129,21 @@ std::string format(const char *fmt, ...) {
 
 std::string hex32(uint32_t v) { return format("0x%08x", v); }
 
+std::string printable(std::string_view s, bool keep_newlines) {
+    static const char kHex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(s.size());
+    for (char ch : s) {
+        auto c = static_cast<unsigned char>(ch);
+        if ((c >= 0x20 && c < 0x7f) || (c == '\n' && keep_newlines)) {
+            out += ch;
+        } else {
+            out += "\\x";
+            out += kHex[c >> 4];
+            out += kHex[c & 0xf];
+        }
+    }
+    return out;
+}
+
 } // namespace roce::util

@@ -30,4 +30,13 @@ std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /// "0x1ee7a330" style hex of a 32-bit value.
 std::string hex32(uint32_t v);
 
+/// `s` safe to put into a message: every byte outside printable ASCII
+/// (0x20..0x7e) is written as "\xNN" (lower-case hex), so contents read from
+/// a file, a capture or the wire cannot reach a terminal as control sequences
+/// (ESC, BEL, C1 such as 0x9b) or forge lines. With `keep_newlines`, '\n'
+/// is kept (for multi-line text whose lines are ours). Printable ASCII,
+/// backslash included, is unchanged. Use it wherever such contents (names,
+/// file text, paths built from directory entries) go into a message.
+std::string printable(std::string_view s, bool keep_newlines = false);
+
 } // namespace roce::util

@@ -17,6 +17,7 @@ namespace {
 
 ModexAddress sample_modex() {
     ModexAddress m;
+    m.token = 0x0123456789abcdefULL;
     PortAdvert p;
     p.device = "rxe_bond0";
     p.port = 1;
@@ -42,6 +43,8 @@ CmMessage sample_req() {
     m.type = CmType::kRequest;
     m.src_name = 0x0000123400000001ULL;
     m.dst_name = 0x0000123400000002ULL;
+    m.src_token = 0xfeedfacecafebeefULL;
+    m.dst_token = 0x0123456789abcdefULL;
     m.conn_id = 7;
     m.src_ud_qpn = 0x11;
     m.src_port = 0;
@@ -79,17 +82,56 @@ TEST_CASE("wire: modex rejects truncation, trailing bytes, versions and counts",
     REQUIRE_FALSE(r.is_ok());
     CHECK(r.status().message() == "roce modex address: 1 trailing bytes");
 
-    auto v2 = bytes;
-    v2[4] = 2;
-    r = parse_modex(v2.data(), v2.size());
+    auto v3 = bytes;
+    v3[4] = 3;
+    r = parse_modex(v3.data(), v3.size());
     REQUIRE_FALSE(r.is_ok());
-    CHECK(r.status().message().find("version 2, this build speaks 1") != std::string::npos);
+    CHECK(r.status().message().find("version 3, this build speaks 2") != std::string::npos);
 
     auto many = bytes;
-    many[5] = 200; // port count
+    many[13] = 200; // port count
     r = parse_modex(many.data(), many.size());
     REQUIRE_FALSE(r.is_ok());
     CHECK(r.status().message() == "roce modex address: 200 ports exceeds 16");
+
+    ModexAddress none = sample_modex();
+    none.token = 0;
+    auto nb = encode(none);
+    r = parse_modex(nb.data(), nb.size());
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.status().message() == "roce modex address: no connection token");
+}
+
+TEST_CASE("wire: modex port fields out of range are refused", "[btl][wire]") {
+    struct Case {
+        const char *what;
+        void (*set)(PortAdvert &);
+    };
+    const Case cases[] = {
+        {"port 0", [](PortAdvert &p) { p.port = 0; }},
+        {"0 LAG members", [](PortAdvert &p) { p.lag_members = 0; }},
+        {"17 LAG members", [](PortAdvert &p) { p.lag_members = 17; }},
+        {"path MTU 0", [](PortAdvert &p) { p.path_mtu = 0; }},
+        {"path MTU 6", [](PortAdvert &p) { p.path_mtu = 6; }},
+        {"UD QPN 0", [](PortAdvert &p) { p.ud_qpn = 0; }},
+        {"UD QPN 1 (GSI)", [](PortAdvert &p) { p.ud_qpn = 1; }},
+        {"UD QPN beyond 24 bits", [](PortAdvert &p) { p.ud_qpn = 0x1000000; }},
+    };
+    for (const auto &c : cases) {
+        ModexAddress m = sample_modex();
+        c.set(m.ports[0]);
+        auto b = encode(m);
+        auto r = parse_modex(b.data(), b.size());
+        INFO(c.what);
+        REQUIRE_FALSE(r.is_ok());
+        CHECK(r.status().message().find("out of range") != std::string::npos);
+    }
+    ModexAddress ok = sample_modex();
+    ok.ports[0].lag_members = 16;
+    ok.ports[0].path_mtu = 5;
+    ok.ports[0].ud_qpn = 0xffffff;
+    auto b = encode(ok);
+    CHECK(parse_modex(b.data(), b.size()).is_ok());
 }
 
 TEST_CASE("wire: CM messages round trip for every type", "[btl][wire]") {
@@ -139,14 +181,20 @@ TEST_CASE("wire: CM parser names what is wrong", "[btl][wire]") {
     bad.resize(bytes.size() - 1);
     check(bad, "declares");
     bad = bytes;
-    bad[36] = 0; // path count
+    bad[52] = 0; // path count
     check(bad, "path count 0 outside 1..16");
     bad = bytes;
-    bad[37] = 16; // first path: 16 + 1 path > 16
+    bad[53] = 16; // first path: 16 + 1 path > 16
     check(bad, "paths 16..16 beyond the 16 allowed");
     bad = bytes;
-    bad[38] = 9; // path mtu
+    bad[54] = 9; // path mtu
     check(bad, "path MTU enum 9 outside 1..5");
+    bad = bytes;
+    bad[55] = bad[56] = bad[57] = bad[58] = 0; // credits
+    check(bad, "0 credits outside 1..65535");
+    bad = bytes;
+    bad[58] = 0x80; // credits 0x80000020
+    check(bad, "credits outside 1..65535");
     bad = bytes;
     bad[bytes.size() - 1] = 0xff; // PSN high byte: 32-bit value beyond 24 bits
     check(bad, "PSN");
@@ -254,6 +302,27 @@ TEST_CASE("credits: owed credits piggyback and trigger credit messages at the th
     c.owe(70000);
     CHECK(c.take_owed() == 65535);
     CHECK(c.take_owed() == 70000 - 65535);
+}
+
+TEST_CASE("credits: what a peer returns beyond its window is refused, never wraps",
+          "[btl][credits]") {
+    CreditLedger c(1, 8);
+    c.set_initial(32);
+    for (int i = 0; i < 10; ++i) {
+        REQUIRE(c.take_for_data());
+    }
+    CHECK(c.add(4) == 0);
+    CHECK(c.available() == 26);
+    // A forged or broken header returning 65535 credits: only the 6 that
+    // can be real are taken.
+    CHECK(c.add(0xffff) == 0xffff - 6);
+    CHECK(c.available() == 32);
+    // Repeated, it cannot wrap the count around to a small number.
+    for (int i = 0; i < 100000; ++i) {
+        (void)c.add(0xffff);
+    }
+    CHECK(c.available() == 32);
+    CHECK(c.window() == 32);
 }
 
 TEST_CASE("credits: two ledgers exchanging only credit messages settle", "[btl][credits]") {
@@ -434,19 +503,50 @@ TEST_CASE("lag: bond layer3+4 hash and the member of a QP pair", "[btl][lag]") {
     CHECK(u.sport == flow_label_to_sport(calc_flow_label(0x13, 0x14)));
 }
 
+namespace {
+
+// A 20-byte IPv4 header (no options) from `src` with a correct checksum.
+void ipv4_header(uint8_t *h, const uint8_t src[4]) {
+    std::memset(h, 0, 20);
+    h[0] = 0x45;
+    h[3] = 60;  // total length
+    h[8] = 64;  // TTL
+    h[9] = 17;  // UDP
+    std::memcpy(h + 12, src, 4);
+    h[16] = 198;
+    h[17] = 18;
+    h[19] = 1;
+    uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2) {
+        sum += static_cast<uint32_t>(h[i]) << 8 | h[i + 1];
+    }
+    while (sum > 0xffff) {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    uint16_t check = static_cast<uint16_t>(~sum);
+    h[10] = static_cast<uint8_t>(check >> 8);
+    h[11] = static_cast<uint8_t>(check);
+}
+
+} // namespace
+
 TEST_CASE("wire: the sender's address from the 40 bytes before a UD datagram", "[btl][wire]") {
     uint8_t grh[40] = {};
     Gid g{};
     // Nothing recognisable: no answer.
     CHECK_FALSE(grh_source_gid(grh, &g));
     // RoCE v2 over IPv4: the IPv4 header sits in the last 20 bytes.
-    grh[20] = 0x45;
     const uint8_t src4[4] = {198, 18, 0, 101};
-    std::memcpy(grh + 32, src4, 4);
+    ipv4_header(grh + 20, src4);
     REQUIRE(grh_source_gid(grh, &g));
     Gid want4{};
     want4[10] = want4[11] = 0xff;
     std::memcpy(want4.data() + 12, src4, 4);
+    CHECK(g == want4);
+    // The first 20 bytes are left over from an earlier IPv6 datagram in the
+    // same buffer: the checksummed IPv4 header still decides.
+    grh[0] = 0x60;
+    REQUIRE(grh_source_gid(grh, &g));
     CHECK(g == want4);
     // RoCE v2 over IPv6 (and v1's GRH): the source GID at byte 8.
     uint8_t grh6[40] = {};
@@ -457,4 +557,33 @@ TEST_CASE("wire: the sender's address from the 40 bytes before a UD datagram", "
     REQUIRE(grh_source_gid(grh6, &g));
     CHECK(g[0] == 0xf0);
     CHECK(g[15] == 0xff);
+}
+
+TEST_CASE("wire: an IPv6 sender whose address has 0x45 at GRH byte 20 is read as IPv6",
+          "[btl][wire]") {
+    // Byte 20 of the GRH is byte 12 of the source GID: one IPv6 peer address
+    // in 256 has 0x45 there. Without the IPv4 checksum every such peer was
+    // taken for an IPv4 one (its "address" made up of GID bytes). With it,
+    // only the bytes that happen to form a valid IPv4 header checksum (one
+    // in 65536) are, as in rdma-core: at most a few of these 20000.
+    size_t misread = 0, tried = 0;
+    std::mt19937 rng(45);
+    for (int k = 0; k < 20000; ++k) {
+        uint8_t grh[40] = {};
+        grh[0] = 0x60;
+        grh[4] = 0x00;
+        grh[5] = 0x40; // payload length
+        grh[6] = 17;   // next header UDP
+        grh[7] = 64;
+        for (int i = 8; i < 40; ++i) {
+            grh[i] = static_cast<uint8_t>(rng());
+        }
+        grh[20] = 0x45;
+        ++tried;
+        Gid g{};
+        REQUIRE(grh_source_gid(grh, &g));
+        misread += std::memcmp(g.data(), grh + 8, 16) != 0 ? 1 : 0;
+    }
+    CHECK(tried == 20000);
+    CHECK(misread <= 3);
 }
