@@ -26,7 +26,7 @@ CUT_AT=${BTL_CUT_AT:-30}                  # stress clock (s) of the pull
 HOLD=${BTL_HOLD:-30}                      # stress seconds the cable stays pulled
 MIN_MOVED=1000000                         # bytes a member must send to count as carrying the job
 MIN_SHARE=90                              # % of a guest's bond bytes that member must send
-export ROCE_TEST_SECONDS=$STRESS_SECONDS ROCE_TEST_SCALE=$SCALE
+export ROCE_TEST_SCALE=$SCALE
 
 # The jobs' user writes its logs and ompi_info output (btl_env) here too.
 user_dir "$CHECK_TMP" && user_dir "$LOGS" || echo "warning: cannot give $RUN_AS $CHECK_TMP and $LOGS"
@@ -65,7 +65,7 @@ ci_stress_cut() {
     local a
     a=$(active_member node1)
     echo "$a" >"$CHECK_TMP/stress-cut.member"
-    stress_cut stress-cut "${a#eth}" -np 2 --hostfile "$VMTEST_HOSTFILE"
+    ROCE_TEST_SECONDS=$STRESS_SECONDS stress_cut stress-cut "${a#eth}" -np 2 --hostfile "$VMTEST_HOSTFILE"
 }
 
 # The traffic moved: before the pull the pulled member sent the job's bytes
