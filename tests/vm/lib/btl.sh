@@ -72,6 +72,7 @@ suite() {
     # results share (make vmcheck's results directory is private to root):
     # then they stay in the guest; run-suite's output below names failures.
     { user_dir "$logdir" && as_user test -w "$logdir"; } 2>/dev/null || {
+        rmdir "$logdir" 2>/dev/null
         logdir=$CHECK_TMP/$name
         user_dir "$logdir" || die "cannot create $logdir"
     }
