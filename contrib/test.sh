@@ -10,7 +10,8 @@
 #      (8 ranks and the full sizes: run-suite by hand, tests/mpi/README.md)
 #   4. make distcheck (the release tarball builds, installs and checks)
 #   5. the VM integration suite (make vmcheck: soft-RoCE over real bonds in
-#      QEMU guests, about 20 minutes on 2 cores; docs/vmtest.md). It needs
+#      QEMU guests, and pml roce over btl roce across two of them with a
+#      cable pull; 20-30 minutes on 2 cores; docs/vmtest.md). It needs
 #      root; ROCE_TEST_VM=0 leaves it out (said so at the end).
 # Exit status 0 only when all of them pass.
 set -eu
