@@ -57,7 +57,7 @@ Status Module::ensure_ah(Endpoint &ep) {
                                                       gid_text(ep.path().sgid).c_str(),
                                                       gid_text(ep.path().dgid).c_str()));
     }
-    ep.ah_ = verbs::Ah(ah, verbs::AhDeleter{&dev_->api()});
+    ep.ah_ = verbs::Ah(ah, verbs::AhDeleter{&dev_->api(), &log_});
     if (a.grh.sgid_index != ep.path_.sgid_index) {
         // Preflight followed our GID to its new slot (the bond's addresses
         // were rewritten, e.g. at an active-backup failover): RC QPs made

@@ -1,6 +1,7 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #include "btl_roce_device.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 
 #include <cerrno>
@@ -47,7 +48,7 @@ std::string memlock_limit_text() {
 }
 
 Result<RegisteredSlab> register_slab(const verbs::VerbsApi &api, ibv_pd *pd, size_t bytes,
-                                     int access) {
+                                     int access, util::LogSink *log) {
     RegisteredSlab slab;
     void *p = nullptr;
     if (posix_memalign(&p, 4096, bytes) != 0) {
@@ -65,7 +66,7 @@ Result<RegisteredSlab> register_slab(const verbs::VerbsApi &api, ibv_pd *pd, siz
         }
         return s;
     }
-    slab.mr = verbs::Mr(mr, verbs::MrDeleter{&api});
+    slab.mr = verbs::Mr(mr, verbs::MrDeleter{&api, log});
     slab.size = bytes;
     return slab;
 }
@@ -77,6 +78,7 @@ Result<std::unique_ptr<Device>> Device::open(const verbs::VerbsApi &api,
     const std::string &device_name = sel.device;
     std::unique_ptr<Device> d(new Device());
     d->api_ = &api;
+    d->log_ = &log;
     d->name_ = device_name;
     d->port_ = sel.port;
     d->cfg_ = cfg;
@@ -93,15 +95,24 @@ Result<std::unique_ptr<Device>> Device::open(const verbs::VerbsApi &api,
     if (dev == nullptr) {
         return Status(Code::kNotFound, "RDMA device " + device_name + " is gone");
     }
-    d->ctx_ = verbs::Context(api.open_device(dev), verbs::ContextDeleter{&api});
+    d->ctx_ = verbs::Context(api.open_device(dev), verbs::ContextDeleter{&api, &log});
     if (!d->ctx_) {
         return Status::from_errno(errno, "ibv_open_device(" + device_name + ")");
+    }
+    // Async events (Last WQE Reached while a QP is retired) are read from
+    // progress(), which must never block.
+    int fd = d->ctx_->async_fd;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        return Status::from_errno(errno,
+                                  util::format("fcntl(O_NONBLOCK) on the async event fd %d of %s",
+                                               fd, device_name.c_str()));
     }
     int rc = verbs::normalize_rc(api.query_device(d->ctx_.get(), &d->dattr_), errno);
     if (rc != 0) {
         return Status::from_errno(rc, "ibv_query_device(" + device_name + ")");
     }
-    d->pd_ = verbs::Pd(api.alloc_pd(d->ctx_.get()), verbs::PdDeleter{&api});
+    d->pd_ = verbs::Pd(api.alloc_pd(d->ctx_.get()), verbs::PdDeleter{&api, &log});
     if (!d->pd_) {
         return Status::from_errno(errno, "ibv_alloc_pd(" + device_name + ")");
     }
@@ -126,9 +137,10 @@ Status Device::create_slabs(util::LogSink &log) {
     uint32_t frags = cfg_.send_frags;
     const int local = IBV_ACCESS_LOCAL_WRITE;
     for (;;) {
-        auto rs = register_slab(*api_, pd_.get(), static_cast<size_t>(srq) * cfg_.recv_slot, local);
+        auto rs = register_slab(*api_, pd_.get(), static_cast<size_t>(srq) * cfg_.recv_slot, local,
+                                log_);
         auto ss = rs ? register_slab(*api_, pd_.get(), static_cast<size_t>(frags) * cfg_.recv_slot,
-                                     local)
+                                     local, log_)
                      : Result<RegisteredSlab>(rs.status());
         if (rs && ss) {
             if (srq != cfg_.srq_size || frags != cfg_.send_frags) {
@@ -157,7 +169,8 @@ Status Device::create_slabs(util::LogSink &log) {
     cfg_.send_frags = frags;
     frags_.init(send_slab_.data(), send_slab_.lkey(), cfg_.recv_slot, frags);
 
-    auto ud = register_slab(*api_, pd_.get(), (cfg_.ud_bufs + kUdSendSlots) * kUdSlot, local);
+    auto ud = register_slab(*api_, pd_.get(), (cfg_.ud_bufs + kUdSendSlots) * kUdSlot, local,
+                            log_);
     if (!ud) {
         return ud.status().with_context(name_ + " UD buffers");
     }
@@ -173,7 +186,7 @@ Status Device::create_queues(const select::Selection &sel, qp::SnapshotSource fr
     if (dattr_.max_cqe > 0 && cqe > dattr_.max_cqe) {
         cqe = dattr_.max_cqe;
     }
-    cq_ = verbs::Cq(api.create_cq(ctx_.get(), cqe, nullptr, nullptr, 0), verbs::CqDeleter{&api});
+    cq_ = verbs::Cq(api.create_cq(ctx_.get(), cqe, nullptr, nullptr, 0), verbs::CqDeleter{&api, log_});
     if (!cq_) {
         return Status::from_errno(errno, util::format("ibv_create_cq(%d) on %s", cqe,
                                                       name_.c_str()));
@@ -181,7 +194,7 @@ Status Device::create_queues(const select::Selection &sel, qp::SnapshotSource fr
     ibv_srq_init_attr sa{};
     sa.attr.max_wr = srq_count_;
     sa.attr.max_sge = 1;
-    srq_ = verbs::Srq(api.create_srq(pd_.get(), &sa), verbs::SrqDeleter{&api});
+    srq_ = verbs::Srq(api.create_srq(pd_.get(), &sa), verbs::SrqDeleter{&api, log_});
     if (!srq_) {
         return Status::from_errno(errno, util::format("ibv_create_srq(%u) on %s", srq_count_,
                                                       name_.c_str()));
@@ -201,7 +214,7 @@ Status Device::create_queues(const select::Selection &sel, qp::SnapshotSource fr
     ua.cap.max_recv_wr = cfg_.ud_bufs;
     ua.cap.max_send_sge = 1;
     ua.cap.max_recv_sge = 1;
-    verbs::Qp ud(api.create_qp(pd_.get(), &ua), verbs::QpDeleter{&api});
+    verbs::Qp ud(api.create_qp(pd_.get(), &ua), verbs::QpDeleter{&api, log_});
     if (!ud) {
         return Status::from_errno(errno, "ibv_create_qp(UD) on " + name_);
     }
@@ -241,6 +254,29 @@ Status Device::create_queues(const select::Selection &sel, qp::SnapshotSource fr
     }
     (void)log;
     return Status::ok();
+}
+
+bool Device::next_async_event(ibv_async_event *out) {
+    if (async_failed_) {
+        return false;
+    }
+    ibv_async_event ev{};
+    errno = 0;
+    if (api_->get_async_event(ctx_.get(), &ev) != 0) {
+        int err = errno;
+        if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+            async_failed_ = true;
+            log_->write(util::LogLevel::kWarn,
+                        util::format("%s:%d: ibv_get_async_event failed: %s (%d); async events "
+                                     "of this device are no longer read (retired QPs then "
+                                     "wait the bounded time for Last WQE Reached)",
+                                     name_.c_str(), port_, std::strerror(err), err));
+        }
+        return false;
+    }
+    *out = ev;
+    api_->ack_async_event(&ev);
+    return true;
 }
 
 Status Device::recover_ud() {
@@ -347,13 +383,13 @@ Result<verbs::Qp> Device::create_rc_qp() {
     ia.cap.max_recv_wr = 0;
     ia.cap.max_recv_sge = 0;
     ia.cap.max_inline_data = cfg_.max_inline;
-    verbs::Qp qp(api_->create_qp(pd_.get(), &ia), verbs::QpDeleter{api_});
+    verbs::Qp qp(api_->create_qp(pd_.get(), &ia), verbs::QpDeleter{api_, log_});
     if (!qp) {
         int err = errno;
         // Some providers refuse the inline size: retry without inline data.
         if (err == EINVAL && ia.cap.max_inline_data > 0) {
             ia.cap.max_inline_data = 0;
-            qp = verbs::Qp(api_->create_qp(pd_.get(), &ia), verbs::QpDeleter{api_});
+            qp = verbs::Qp(api_->create_qp(pd_.get(), &ia), verbs::QpDeleter{api_, log_});
             if (qp) {
                 return qp;
             }

@@ -46,7 +46,17 @@ struct RegisteredSlab {
 /// call), the shared receive queue with its buffers, the UD QP used for
 /// connection setup, and the send descriptor pool.
 ///
-/// Members are declared in creation order so destruction runs in reverse.
+/// Members are declared in creation order so destruction runs in reverse:
+/// the UD QP, SRQ and CQ go before the MRs are deregistered and the buffers
+/// freed (they hold posted receives in them), and the PD and context last.
+///
+/// Lifetime rule for the owner: every RC QP created with create_rc_qp() -
+/// live paths and the QPs held by a Retirement (connection/retire.h) - must
+/// be destroyed before the Device. They complete into its CQ, consume its
+/// SRQ and belong to its PD and context; a Device destroyed first fails to
+/// destroy those (EBUSY) and a QP destroyed afterwards is a use-after-free
+/// of the closed context.
+///
 /// Not thread-safe: the owning Module serialises access.
 class Device {
 public:
@@ -105,8 +115,23 @@ public:
     /// How many times the UD QP was recovered.
     uint32_t ud_recoveries() const { return ud_recoveries_; }
 
-    /// A new RC QP in RESET state, attached to the CQ and SRQ.
+    /// A new RC QP in RESET state, attached to the CQ and SRQ. The caller
+    /// destroys it before the Device (see the class comment).
     util::Result<verbs::Qp> create_rc_qp();
+
+    /// The next asynchronous event of this Device's context, without
+    /// blocking (open() made the async fd non-blocking): true with *out
+    /// filled, false when none is pending. The event is acknowledged before
+    /// it is returned - ibv_destroy_qp waits until every event reported for
+    /// its QP has been - so *out is a copy whose element pointers are valid
+    /// only while that object lives. A failure other than "none pending"
+    /// (e.g. the device is gone) is logged once at warning level, and from
+    /// then on this returns false without reading. One system call when
+    /// nothing is pending: call it only when someone waits for an event
+    /// (a non-empty Retirement).
+    bool next_async_event(ibv_async_event *out);
+    /// The async event fd (non-blocking), for a caller that polls it.
+    int async_fd() const { return ctx_ ? ctx_->async_fd : -1; }
 
     FragPool &frags() { return frags_; }
     /// A UD send slot's completion arrived: the slot may be reused.
@@ -126,6 +151,8 @@ private:
     util::Status create_slabs(util::LogSink &log);
 
     const verbs::VerbsApi *api_ = nullptr;
+    util::LogSink *log_ = nullptr;
+    bool async_failed_ = false;
     std::string name_;
     int port_ = 1;
     DeviceConfig cfg_;
@@ -136,23 +163,26 @@ private:
     uint32_t ud_recoveries_ = 0;
     std::vector<bool> ud_send_busy_;
 
-    // Creation order (destruction is the reverse).
+    // Creation order (open(): context and PD, create_slabs(), then
+    // create_queues()); destruction is the reverse, so the queues that hold
+    // posted receives in the slabs go before the slabs.
     verbs::Context ctx_;
     verbs::Pd pd_;
-    verbs::Cq cq_;
-    verbs::Srq srq_;
-    std::unique_ptr<qp::QueuePair> ud_qp_;
     RegisteredSlab srq_slab_;
     RegisteredSlab send_slab_;
     RegisteredSlab ud_slab_;     ///< receive slots, then send slots
-    FragPool frags_;
+    FragPool frags_;             ///< descriptors over send_slab_
+    verbs::Cq cq_;
+    verbs::Srq srq_;
+    std::unique_ptr<qp::QueuePair> ud_qp_;
 };
 
 /// Registers `bytes` of fresh page-aligned memory for local write and
 /// remote access as requested; a clear Status (with the RLIMIT_MEMLOCK value
-/// when that is the likely cause) on failure.
+/// when that is the likely cause) on failure. A failed deregistration
+/// later is logged on `log` (when set).
 util::Result<RegisteredSlab> register_slab(const verbs::VerbsApi &api, ibv_pd *pd, size_t bytes,
-                                           int access);
+                                           int access, util::LogSink *log = nullptr);
 
 /// "locked-memory limit (ulimit -l) is 8192 KiB" or "... is unlimited".
 std::string memlock_limit_text();

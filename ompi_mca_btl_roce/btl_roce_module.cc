@@ -226,6 +226,9 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
         return dev.status();
     }
     m->dev_ = std::move(dev.value());
+    RetirementConfig rc;
+    rc.cq_entries = static_cast<uint32_t>(m->dev_->cq()->cqe);
+    m->retirement_ = std::make_unique<Retirement>(log, rc);
     CmConfig cc;
     cc.connect_timeout_s = cfg.connect_timeout_s;
     cc.connect_retry_s = cfg.connect_retry_s;
@@ -290,8 +293,14 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
 }
 
 Module::~Module() {
-    // QPs first, then registrations, then the PD/CQ/context (Device).
+    // QPs first (live ones retired, then all drained and destroyed), then
+    // the endpoints' address handles, the registrations, and last the
+    // Device (CQ, SRQ, UD QP, buffers, PD, context).
     cm_.reset();
+    if (dev_ && retirement_) {
+        retire_all();
+    }
+    retirement_.reset();
     endpoints_.clear();
     rdma_slab_ = RegisteredSlab{};
     if (rcache_ != nullptr) {

@@ -20,6 +20,7 @@
 #include "btl_roce_device.h"
 #include "btl_roce_endpoint.h"
 #include "connection/manager.h"
+#include "connection/retire.h"
 #include "lag.h"
 #include "netmon/event_queue.h"
 #include "util/log.h"
@@ -258,6 +259,15 @@ private:
     /// A datagram on the UD QP: the connection manager's.
     void handle_cm(const uint8_t *grh, const uint8_t *data, size_t len);
     void check_ud();
+    /// Async events and the destruction of retired QPs, after a poll that
+    /// returned `polled` of kPollBatch (lock held).
+    void reap_retired(int polled);
+    /// Finalize: every QP retired and drained (bounded), then destroyed.
+    void retire_all();
+    static constexpr int kPollBatch = 16; ///< completions per ibv_poll_cq
+    /// A warning about something that came from the wire: at most one line
+    /// per `key` per 10 s, carrying the count (lock held).
+    void warn_limited(const std::string &key, const std::string &line);
     void on_net_events();
     void readdress();
 
@@ -270,7 +280,12 @@ private:
     ProcessInfo who_;
     opal_mutex_t lock_;
 
+    // Declared after dev_ (destroyed before it): everything that holds QPs.
     std::unique_ptr<Device> dev_;
+    /// QPs taken out of service, destroyed once none of their completions
+    /// can still reach the CQ (connection/retire.h). Their by_qpn_ entries
+    /// live until then.
+    std::unique_ptr<Retirement> retirement_;
     std::unique_ptr<ConnectionManager> cm_;
     mca_rcache_base_module_t *rcache_ = nullptr;
     std::vector<std::unique_ptr<Endpoint>> endpoints_;
@@ -282,13 +297,6 @@ private:
         size_t path = 0;
     };
     std::unordered_map<uint32_t, QpRef> by_qpn_;
-    /// QPs taken out of service (error state) whose work requests are still
-    /// flushing back; destroyed when none is left.
-    struct Retired {
-        std::unique_ptr<qp::QueuePair> qp;
-        uint32_t outstanding = 0;
-    };
-    std::unordered_map<uint32_t, Retired> retired_;
     bool lag_affinity_ = false;     ///< the device does queue-affinity LAG (mlx5)
     uint32_t rdma_outstanding_ = 0;
     std::vector<Deferred> deferred_; ///< PML callbacks to run unlocked
@@ -299,6 +307,7 @@ private:
     mca_btl_base_module_error_cb_fn_t error_cb_ = nullptr;
     bool warned_registration_ = false;
     uint64_t progress_calls_ = 0;
+    util::RateLimiter warn_{10.0, 16}; ///< warnings about what came from the wire
     bool ud_suspect_ = false;        ///< a UD completion failed: check the UD QP
     std::unique_ptr<netmon::EventQueue> netq_; ///< bond/address events (netmon)
     double readdress_at_ = 0;       ///< > 0: choose addresses again at this time

@@ -22,9 +22,6 @@ namespace roce::btl {
 
 using util::LogLevel;
 
-namespace {
-constexpr int kPollBatch = 16;
-} // namespace
 
 int Module::progress() {
     ++progress_calls_;
@@ -33,13 +30,16 @@ int Module::progress() {
     // The idle path: one poll, two reads, no lock, no clock.
     bool net = netq_ && netq_->changed();
     if (n <= 0 && !cm_->busy() && deferred_.empty() && !ud_suspect_ && !net &&
-        readdress_at_ == 0) {
+        readdress_at_ == 0 && retirement_->empty()) {
         return 0;
     }
     std::vector<Deferred> todo;
     OPAL_THREAD_LOCK(&lock_);
     for (int i = 0; i < n; ++i) {
         handle_wc(wc[i]);
+    }
+    if (!retirement_->empty()) {
+        reap_retired(n);
     }
     if (ud_suspect_) {
         check_ud();
@@ -145,12 +145,7 @@ void Module::check_ud() {
 // flushing work requests goes down, and the QP is destroyed at zero).
 Path *Module::account_completion(uint32_t qpn, Endpoint **ep_out) {
     --inflight_;
-    auto r = retired_.find(qpn);
-    if (r != retired_.end()) {
-        if (--r->second.outstanding == 0) {
-            by_qpn_.erase(qpn);
-            retired_.erase(r);
-        }
+    if (retirement_->on_send_flushed(qpn)) {
         return nullptr;
     }
     auto it = by_qpn_.find(qpn);
@@ -223,15 +218,16 @@ void Module::handle_recv(const ibv_wc &wc) {
     auto hdr = wire::parse_frag_header(buf, wc.byte_len);
     auto it = by_qpn_.find(wc.qp_num);
     if (it == by_qpn_.end() || !hdr) {
-        log_.write(LogLevel::kWarn,
-                   util::format("dropped a %u-byte fragment on qpn 0x%x: %s", wc.byte_len,
-                                wc.qp_num,
-                                hdr ? "no endpoint uses that QP" : hdr.status().message().c_str()));
+        warn_limited(hdr ? "fragment on unknown QP" : "malformed fragment",
+                     util::format("dropped a %u-byte fragment on qpn 0x%x: %s", wc.byte_len,
+                                  wc.qp_num,
+                                  hdr ? "no endpoint uses that QP"
+                                      : hdr.status().message().c_str()));
         (void)dev_->post_srq_recv(idx);
         return;
     }
     Endpoint &ep = *it->second.ep;
-    bool live = retired_.count(wc.qp_num) == 0;
+    bool live = !retirement_->retired(wc.qp_num);
     Path &path = ep.paths_[it->second.path];
     if (live) {
         cm_->on_rc_message(ep, it->second.path); // the first message doubles as the RTU
@@ -244,10 +240,10 @@ void Module::handle_recv(const ibv_wc &wc) {
         SeqWindow::Verdict v = ep.received_.accept(hdr->seq);
         deliver = v == SeqWindow::Verdict::kNew;
         if (v == SeqWindow::Verdict::kTooFar) {
-            log_.write(LogLevel::kWarn,
-                       util::format("dropped fragment %u from %s: beyond the window (next "
-                                    "expected %u)",
-                                    hdr->seq, ep.label.c_str(), ep.received_.next_expected()));
+            warn_limited("fragment beyond the window of " + ep.label,
+                         util::format("dropped fragment %u from %s: beyond the window (next "
+                                      "expected %u)",
+                                      hdr->seq, ep.label.c_str(), ep.received_.next_expected()));
         }
     }
     if (!deliver) {
@@ -289,26 +285,68 @@ void Module::complete_frag(Frag *f, int status) {
 
 void Module::retire_qp(Peer &peer, size_t i) {
     Path &p = ep_of(peer).paths_[i];
-    for (auto *q : {&p.qp, &p.loop_peer}) {
-        if (!*q) {
-            continue;
-        }
-        uint32_t qpn = (*q)->get()->qp_num;
-        // Error state flushes every work request still on the QP back to
-        // the CQ; the QP is destroyed once they are all accounted for.
-        ibv_qp_attr a{};
-        a.qp_state = IBV_QPS_ERR;
-        (void)dev_->api().modify_qp((*q)->get(), &a, IBV_QP_STATE);
-        uint32_t outstanding = q == &p.qp ? p.outstanding : 0;
-        if (outstanding == 0) {
-            by_qpn_.erase(qpn);
-        } else {
-            retired_[qpn] = Retired{std::move(*q), outstanding};
-        }
-        q->reset();
+    // The QPs go to the error state (their work requests flush back) and
+    // are destroyed by the Retirement once nothing of them can still reach
+    // the CQ; their by_qpn_ entries stay until then, so receives already
+    // completed on them are still delivered.
+    double now = now_seconds();
+    if (p.loop_peer) {
+        retirement_->retire(std::move(p.loop_peer), 0, now);
+    }
+    if (p.qp) {
+        retirement_->retire(std::move(p.qp), p.outstanding, now);
     }
     p.outstanding = 0;
     p.sq_free = 0;
+}
+
+void Module::warn_limited(const std::string &key, const std::string &line) {
+    warn_.warn(log_, key, now_seconds(), line);
+}
+
+void Module::reap_retired(int polled) {
+    ibv_async_event e{};
+    while (dev_->next_async_event(&e)) {
+        if (!retirement_->on_async_event(e)) {
+            log_.write(LogLevel::kDebug, util::format("%s: async event %s", dev_->name().c_str(),
+                                                      ibv_event_type_str(e.event_type)));
+        }
+    }
+    for (uint32_t qpn : retirement_->reap(polled, kPollBatch, now_seconds())) {
+        by_qpn_.erase(qpn);
+    }
+}
+
+void Module::retire_all() {
+    for (auto &ep : endpoints_) {
+        for (size_t i = 0; i < ep->paths_.size(); ++i) {
+            retire_qp(*ep, i);
+        }
+    }
+    // A bounded drain: the completions still coming are accounted (sends)
+    // or dropped (receives nobody reads any more), events are fed, until
+    // every QP has finished its sequence or a second has passed.
+    auto round = [this]() {
+        ibv_wc wc[kPollBatch];
+        int n = 0;
+        do {
+            n = dev_->api().poll_cq(dev_->cq(), kPollBatch, wc);
+            for (int k = 0; k < n; ++k) {
+                WrKind kind = wr_kind(wc[k].wr_id);
+                if (kind == WrKind::kSend || kind == WrKind::kRdma) {
+                    (void)retirement_->on_send_flushed(wc[k].qp_num);
+                }
+            }
+        } while (n == kPollBatch);
+        ibv_async_event e{};
+        while (dev_->next_async_event(&e)) {
+            (void)retirement_->on_async_event(e);
+        }
+        return n >= 0;
+    };
+    for (uint32_t qpn : retirement_->destroy_all(round, 1.0, now_seconds)) {
+        by_qpn_.erase(qpn);
+    }
 }
 
 void Module::peer_failed(Peer &peer, const std::string &why) {
@@ -346,14 +384,17 @@ void Module::run_deferred(std::vector<Deferred> &todo) {
             des.des_segment_count = 1;
             const mca_btl_active_message_callback_t *reg =
                 mca_btl_base_active_message_trigger + d.tag;
-            if (reg->cbfunc != nullptr) {
+            bool taken = reg->cbfunc != nullptr;
+            if (taken) {
                 reg->cbfunc(base(), d.tag, &des, reg->cbdata);
-            } else {
-                log_.write(LogLevel::kWarn,
-                           util::format("dropped a fragment for tag %u: nobody registered it",
-                                        d.tag));
             }
             OPAL_THREAD_LOCK(&lock_);
+            if (!taken) {
+                warn_limited("unregistered tag",
+                             util::format("dropped a fragment for tag %u from %s: nobody "
+                                          "registered it",
+                                          d.tag, d.ep->label.c_str()));
+            }
             (void)dev_->post_srq_recv(d.buf_index);
             if (d.path >= 0 && d.ep->paths_[static_cast<size_t>(d.path)].state == PathState::kUp) {
                 d.ep->paths_[static_cast<size_t>(d.path)].credits.owe();

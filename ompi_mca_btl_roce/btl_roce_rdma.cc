@@ -18,7 +18,7 @@ using util::Status;
 
 Status Module::init_rdma_ops() {
     size_t bytes = sizeof(RdmaOp) * cfg_.max_rdma_ops;
-    auto slab = register_slab(dev_->api(), dev_->pd(), bytes, IBV_ACCESS_LOCAL_WRITE);
+    auto slab = register_slab(dev_->api(), dev_->pd(), bytes, IBV_ACCESS_LOCAL_WRITE, &log_);
     if (!slab) {
         return slab.status().with_context("RDMA operation pool");
     }

@@ -43,6 +43,24 @@ const HandleTable::Slot *HandleTable::slot_of(uint64_t id) const noexcept {
     return &s;
 }
 
+HandleTable::Lookup HandleTable::lookup(uint64_t id) const noexcept {
+    uint64_t low = id & 0xffffffffu;
+    if (low == 0 || low > slots_.size()) {
+        return {nullptr, State::kNever};
+    }
+    const Slot &s = slots_[low - 1];
+    auto gen = static_cast<uint32_t>(id >> 32);
+    if (s.object != nullptr && s.generation == gen) {
+        return {s.object, State::kLive};
+    }
+    // Generations issued for this slot so far: 1 .. current (current only
+    // while live, and then handled above).
+    if (gen != 0 && gen < s.generation) {
+        return {nullptr, State::kClosed};
+    }
+    return {nullptr, State::kNever};
+}
+
 void *HandleTable::find(uint64_t id) const noexcept {
     const Slot *s = slot_of(id);
     return s != nullptr ? s->object : nullptr;

@@ -33,6 +33,18 @@ public:
     /// find(id) would return nullptr.
     void *erase(uint64_t id) noexcept;
 
+    /// What an id names: a live object, an id this table issued and has
+    /// erased since (a late copy of a message for a finished request, or a
+    /// forger who guessed an old id), or an id it never issued (0, a slot
+    /// never used, a generation not reached yet). After a slot's generation
+    /// wraps (2^32 reuses) an erased id may be reported as never issued.
+    enum class State : uint8_t { kLive, kClosed, kNever };
+    struct Lookup {
+        void *object; ///< set when kLive
+        State state;
+    };
+    Lookup lookup(uint64_t id) const noexcept;
+
     std::size_t live() const noexcept { return live_; }
     std::size_t capacity() const noexcept { return slots_.size(); }
 

@@ -44,6 +44,7 @@
 #include "match/early_arrivals.h"
 #include "pml_roce.h"
 #include "pml_roce_handles.h"
+#include "pml_roce_rndv.h"
 #include "pml_roce_wire.h"
 
 namespace roce::pml {
@@ -103,6 +104,32 @@ inline uint64_t add_fetch64(volatile uint64_t *p, uint64_t v) noexcept {
 // ---------------------------------------------------------- communicators ----
 
 /// Per-communicator state (comm->c_pml_comm).
+///
+/// Lifetime. The arrival path (btl callbacks, in whatever thread runs
+/// progress) looks a communicator up by the context id a fragment names,
+/// while MPI_Comm_free may run del_comm in another thread at the same time
+/// (MPI_THREAD_MULTIPLE, or a btl progress thread; a fragment naming a
+/// communicator that is being freed is a late duplicate, a stray or a
+/// forgery, but it arrives all the same). So:
+///  - `refs` counts references: the communicator table holds one from
+///    add_comm to del_comm, and every lookup from the arrival path holds one
+///    (CommTable::acquire, released by comm_release / CommRef) for as long
+///    as it uses the object, including after the delivery that may let the
+///    user free the communicator;
+///  - del_comm unpublishes the context id and drops the table's reference;
+///    whoever drops the last one (del_comm, or the arrival that finished
+///    last) retires the object: drains its matcher (messages that arrived
+///    for it are freed) and returns it to a pool;
+///  - PmlComm memory is type-stable: it stays in the pool (g.comm_pool)
+///    until finalize and is reused by later communicators, never returned
+///    to the allocator while the pml runs. So a lookup that races the
+///    retirement increments a counter that still exists, sees 0 (retired:
+///    it backs off) or another context id (reused: it releases and looks
+///    again), and never touches freed memory.
+/// Everything but `refs`, `lock` and the pool links belongs to one life
+/// (add_comm to retirement) and is read by the arrival path only under a
+/// reference. Lock order: g.early_lock before `lock`; comm_release may take
+/// g.early_lock, so no reference is dropped with either lock held.
 struct PmlComm {
     opal_mutex_t lock; ///< serialises every call on `matcher` (and keep callbacks)
     std::unique_ptr<match::CommMatcher> matcher;
@@ -112,25 +139,119 @@ struct PmlComm {
     int32_t remote_size = 0;
     /// Next sequence number per destination (atomic when threads are used).
     std::unique_ptr<uint32_t[]> send_seq;
+    volatile int32_t refs = 0; ///< 0: retired (in the pool, or being set up)
+    PmlComm *next_free = nullptr; ///< pool link (under g.early_lock)
+    PmlComm *next_all = nullptr;  ///< every PmlComm ever made, for finalize
 };
 
 inline PmlComm *pml_comm(ompi_communicator_t *comm) noexcept {
     return reinterpret_cast<PmlComm *>(comm->c_pml_comm);
 }
 
+/// Retires a PmlComm whose last reference was just dropped: frees the
+/// messages left in its matcher and returns the object to g.comm_pool
+/// (takes g.early_lock).
+void comm_retire(PmlComm *pc) noexcept;
+/// Drops one reference; the last one retires the communicator state. Any
+/// thread; the last holder takes g.early_lock, so never call it with
+/// g.early_lock or a communicator lock held. Inline: every match-type
+/// arrival drops one.
+inline void comm_release(PmlComm *pc) noexcept {
+    if (OPAL_UNLIKELY(add_fetch32(&pc->refs, -1) == 0)) {
+        comm_retire(pc);
+    }
+}
+/// A PmlComm from the pool, or a new one (its lock constructed), refs 0;
+/// nullptr when out of memory. Caller holds g.early_lock.
+PmlComm *comm_take_from_pool() noexcept;
+/// Clears a PmlComm nobody references and returns it to the pool. Caller
+/// holds g.early_lock.
+void comm_retire_locked(PmlComm *pc) noexcept;
+
+/// Takes a reference if the object is alive (refs > 0); false when it is
+/// retired or being set up. For threads (must_lock()).
+inline bool comm_try_ref(PmlComm *pc) noexcept {
+    int32_t r = __atomic_load_n(&pc->refs, __ATOMIC_RELAXED);
+    while (r > 0) {
+        if (__atomic_compare_exchange_n(&pc->refs, &r, r + 1, true, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /// context id -> PmlComm, two levels of 256, lock-free readers; writers hold
 /// the early-arrivals lock.
 class CommTable {
 public:
-    PmlComm *find(uint16_t ctx) const noexcept {
-        PmlComm **chunk = __atomic_load_n(&top_[ctx >> 8], __ATOMIC_ACQUIRE);
-        return chunk == nullptr ? nullptr : __atomic_load_n(&chunk[ctx & 0xff], __ATOMIC_ACQUIRE);
+    /// The communicator published for `ctx` with one reference taken for
+    /// the caller (drop it with comm_release), or nullptr. Lock-free; safe
+    /// against a concurrent del_comm/add_comm (see PmlComm).
+    PmlComm *acquire(uint16_t ctx) const noexcept {
+        if (OPAL_LIKELY(!must_lock())) {
+            // One thread: nothing changes between the lookup and the
+            // reference, and a published object is alive with its own ctx.
+            PmlComm *pc = find(ctx);
+            if (OPAL_LIKELY(pc != nullptr)) {
+                ++pc->refs;
+            }
+            return pc;
+        }
+        for (;;) {
+            PmlComm *pc = find(ctx);
+            if (pc == nullptr) {
+                return nullptr;
+            }
+            if (comm_try_ref(pc)) {
+                if (pc->ctx == ctx) {
+                    return pc;
+                }
+                comm_release(pc); // reused for another context id meanwhile
+            }
+            // Retired or reused between find and the reference: look again.
+            // The table changed meanwhile (a published object always has
+            // refs >= 1 and its own ctx), so this ends once it is stable,
+            // and never loops under g.early_lock.
+        }
     }
     bool publish(uint16_t ctx, PmlComm *pc) noexcept;
     void clear() noexcept; // frees the chunks (finalize)
 
 private:
+    PmlComm *find(uint16_t ctx) const noexcept {
+        PmlComm **chunk = __atomic_load_n(&top_[ctx >> 8], __ATOMIC_ACQUIRE);
+        return chunk == nullptr ? nullptr : __atomic_load_n(&chunk[ctx & 0xff], __ATOMIC_ACQUIRE);
+    }
+
     PmlComm **top_[256] = {};
+};
+
+/// A reference on a PmlComm taken by CommTable::acquire, dropped at scope
+/// exit (the arrival path).
+class CommRef {
+public:
+    explicit CommRef(PmlComm *pc) noexcept : pc_(pc) {}
+    ~CommRef() {
+        if (pc_ != nullptr) {
+            comm_release(pc_);
+        }
+    }
+    CommRef(const CommRef &) = delete;
+    CommRef &operator=(const CommRef &) = delete;
+    /// Takes over a reference (the previous one, if any, is dropped).
+    void reset(PmlComm *pc) noexcept {
+        if (pc_ != nullptr) {
+            comm_release(pc_);
+        }
+        pc_ = pc;
+    }
+    PmlComm *get() const noexcept { return pc_; }
+    PmlComm *operator->() const noexcept { return pc_; }
+    explicit operator bool() const noexcept { return pc_ != nullptr; }
+
+private:
+    PmlComm *pc_;
 };
 
 // --------------------------------------------------------------- requests ----
@@ -171,14 +292,8 @@ inline void release_refs(uint8_t flags, ompi_communicator_t *comm, ompi_datatype
     }
 }
 
-enum class SendProto : uint8_t {
-    kIdle,
-    kEagerPending,  ///< waiting for a descriptor to send the eager fragment
-    kHeaderPending, ///< waiting for a descriptor to send the RNDV/RGET header
-    kWaitAck,       ///< RNDV sent: waiting for the receiver's ACK
-    kWaitFin,       ///< RGET sent: waiting for FIN (or a fallback ACK)
-    kPipeline,      ///< sending FRAGs for [sched_off, sched_end)
-};
+/// The sender's protocol state (pml_roce_rndv.h: the answer checks read it).
+using SendProto = rndv::SendPhase;
 
 struct SendRequest {
     mca_pml_base_send_request_t base; ///< first: Open MPI's view of the request
@@ -209,15 +324,11 @@ struct RecvRequest {
     char *contig;      ///< start of the buffer when kContig
     uint64_t capacity; ///< packed bytes the buffer holds
     match::PostedHandle handle;
-    uint64_t id;       ///< id in the receive-request table while FRAGs are expected
+    uint64_t id;       ///< id in g.recv_ids while FRAGs are expected
     uint64_t msg_len;  ///< length the sender announced
-    uint64_t frag_lo;  ///< FRAG data must lie in [frag_lo, frag_hi)
-    uint64_t frag_hi;
-    uint64_t received; ///< FRAG bytes placed (under the id lock)
-    int32_t frag_users; ///< FRAGs being unpacked now (under the id lock)
+    rndv::FragAccount frags; ///< which FRAG bytes arrived (under the id lock)
     volatile int32_t refs;
     uint8_t flags;
-    bool frag_done;          ///< all FRAG bytes in: the id is gone (under the id lock)
     opal_mutex_t unpack_lock; ///< non-contiguous FRAG unpacks share the convertor
 };
 typedef RecvRequest mca_pml_roce_recv_request_t;
@@ -280,12 +391,34 @@ OBJ_CLASS_DECLARATION(mca_pml_roce_ctrl_t);
 
 // ------------------------------------------------------------- the pml ----
 
-/// Counters shown by pml_dump (relaxed, approximate under threads).
+/// The phase and length of a SendRequest, for g.send_ids' answer checks.
+inline rndv::SendView send_view(const void *request) noexcept {
+    const auto *r = static_cast<const SendRequest *>(request);
+    return {static_cast<SendProto>(r->proto), r->total};
+}
+
+/// Counters shown by pml_dump and, at pml_roce_verbose >= 10, at finalize
+/// (relaxed, approximate under threads). Plain fields so that MPI_T
+/// performance variables can expose them.
 struct Counters {
     uint64_t eager_inline = 0, eager_copy = 0, rndv = 0, rget = 0, pipeline = 0;
     uint64_t rget_fallbacks = 0, reg_failures = 0, pending_retries = 0;
     uint64_t bad_headers = 0, bad_ids = 0, early = 0;
+    /// Dropped as duplicates (late or repeated copies): FRAGs whose bytes
+    /// all arrived already or whose receive had completed; ACK/FIN for a
+    /// send that had its answer; match headers whose sequence number was
+    /// received already.
+    uint64_t dup_frags = 0, dup_answers = 0, dup_matches = 0;
+    /// FRAGs refused as malformed: outside the range asked for, partly
+    /// overlapping bytes that arrived, or too fragmented.
+    uint64_t bad_frags = 0;
 };
+
+/// Adds one to a counter (relaxed atomic: callbacks may run in several
+/// threads at once).
+inline void count(uint64_t *counter) noexcept {
+    __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED);
+}
 
 struct Pml {
     bool enabled = false;
@@ -304,12 +437,14 @@ struct Pml {
     opal_free_list_t ctrls;
 
     CommTable comms;
-    opal_mutex_t early_lock; ///< EarlyArrivals + CommTable writers; taken before a comm lock
+    opal_mutex_t early_lock; ///< EarlyArrivals, CommTable writers, the PmlComm pool; before a comm lock
+    PmlComm *comm_pool = nullptr; ///< retired PmlComms ready for reuse (under early_lock)
+    PmlComm *comm_all = nullptr;  ///< every PmlComm made (under early_lock), freed at finalize
     match::EarlyArrivals *early = nullptr;
 
-    opal_mutex_t ids_lock; ///< both request-id tables
-    HandleTable send_ids;
-    HandleTable recv_ids;
+    opal_mutex_t ids_lock;                 ///< both request-id tables
+    rndv::AnswerTable send_ids{send_view}; ///< sends waiting for an ACK or FIN
+    rndv::FragTable recv_ids;              ///< receives waiting for FRAGs
 
     opal_mutex_t pending_lock;
     opal_list_t pending_sends; ///< SendRequest waiting for descriptors
@@ -346,8 +481,17 @@ void copy_pieces(uint8_t *dst, const Pieces &pc, std::size_t n) noexcept;
 
 /// Logs a refused header (rate limited) and counts it.
 void reject_header(uint8_t tag, const mca_btl_base_descriptor_t *des, wire::Defect d) noexcept;
-/// Logs a protocol message naming a request id that is not live.
-void reject_id(const char *what, uint64_t id) noexcept;
+/// Logs a protocol message naming a request id that was never issued or
+/// whose request is not waiting for it (rate limited) and counts it.
+void reject_id(const char *what, uint64_t id, rndv::Outcome why) noexcept;
+/// Counts a duplicate (`counter`) and logs it at verbose level 50.
+void drop_duplicate(uint64_t *counter, const char *what, uint64_t id, uint64_t offset,
+                    uint64_t len) noexcept;
+/// True for the first 16 events counted in `counter`, then one in 4096;
+/// counts the event. The rate limit of every peer-caused error line.
+bool should_log(uint64_t *counter) noexcept;
+/// Logs the protocol counters (duplicates, refusals) at verbose level 10.
+void log_counters(const char *when) noexcept;
 /// Aborts the job with a one-line reason (a btl reported a fatal error, or
 /// memory ran out where no retry is possible).
 [[noreturn]] void fatal(const char *fmt, ...) noexcept __attribute__((format(printf, 1, 2)));

@@ -34,15 +34,10 @@ void fatal(const char *fmt, ...) noexcept {
     std::abort(); // ompi_mpi_abort does not return; keep [[noreturn]] honest
 }
 
-namespace {
-
-// Rate limit for peer-caused error lines: the first 16, then one in 4096.
-bool should_log(volatile uint64_t *counter) noexcept {
+bool should_log(uint64_t *counter) noexcept {
     uint64_t n = __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED);
     return n <= 16 || n % 4096 == 0;
 }
-
-} // namespace
 
 void reject_header(uint8_t tag, const mca_btl_base_descriptor_t *des, wire::Defect d) noexcept {
     if (!should_log(&g.counters.bad_headers)) {
@@ -62,14 +57,36 @@ void reject_header(uint8_t tag, const mca_btl_base_descriptor_t *des, wire::Defe
                 s.c_str(), g.counters.bad_headers);
 }
 
-void reject_id(const char *what, uint64_t id) noexcept {
+void reject_id(const char *what, uint64_t id, rndv::Outcome why) noexcept {
     if (!should_log(&g.counters.bad_ids)) {
         return;
     }
     opal_output(0,
-                "pml roce [%s]: error: refused a %s for request id 0x%016" PRIx64
-                " that is unknown or not waiting for it (%" PRIu64 " so far)",
-                host_name(), what, id, g.counters.bad_ids);
+                "pml roce [%s]: error: refused a %s for request id 0x%016" PRIx64 ": %s "
+                "(%" PRIu64 " refused so far; only the first 16 and then one in 4096 are shown)",
+                host_name(), what, id,
+                why == rndv::Outcome::kWrongState ? "that request is not waiting for it"
+                                                  : "no such request was ever made here",
+                g.counters.bad_ids);
+}
+
+void drop_duplicate(uint64_t *counter, const char *what, uint64_t id, uint64_t offset,
+                    uint64_t len) noexcept {
+    count(counter);
+    opal_output_verbose(50, output(),
+                        "pml roce [%s]: dropped a duplicate %s (request id 0x%016" PRIx64
+                        ", offset %" PRIu64 ", %" PRIu64 " bytes)",
+                        host_name(), what, id, offset, len);
+}
+
+void log_counters(const char *when) noexcept {
+    const Counters &c = g.counters;
+    opal_output_verbose(10, output(),
+                        "pml roce [%s]: %s: duplicates dropped: %" PRIu64 " FRAG, %" PRIu64
+                        " ACK/FIN, %" PRIu64 " match; refused: %" PRIu64 " headers, %" PRIu64
+                        " request ids, %" PRIu64 " FRAG ranges",
+                        host_name(), when, c.dup_frags, c.dup_answers, c.dup_matches,
+                        c.bad_headers, c.bad_ids, c.bad_frags);
 }
 
 bool CommTable::publish(uint16_t ctx, PmlComm *pc) noexcept {
@@ -90,6 +107,61 @@ void CommTable::clear() noexcept {
         free(chunk);
         chunk = nullptr;
     }
+}
+
+namespace {
+
+// Frees what one life of a PmlComm holds: messages still in its matcher
+// (unexpected, held, or arrived after del_comm), the matcher, the sequence
+// numbers. The caller made sure nobody else can reach it (refs 0).
+void comm_clear(PmlComm *pc) noexcept {
+    if (pc->matcher != nullptr) {
+        std::size_t left = pc->matcher->drain(
+            [](void *) {}, [](const match::Message &m) { kept_free(static_cast<Kept *>(m.payload)); });
+        if (left > 0) {
+            opal_output_verbose(10, output(),
+                                "pml roce [%s]: communicator %u freed with %zu messages or "
+                                "receives never matched",
+                                host_name(), pc->ctx, left);
+        }
+    }
+    pc->matcher.reset();
+    pc->send_seq.reset();
+    pc->comm = nullptr;
+}
+
+} // namespace
+
+PmlComm *comm_take_from_pool() noexcept {
+    PmlComm *pc = g.comm_pool;
+    if (pc != nullptr) {
+        g.comm_pool = pc->next_free;
+        pc->next_free = nullptr;
+        return pc;
+    }
+    pc = new (std::nothrow) PmlComm();
+    if (pc == nullptr) {
+        return nullptr;
+    }
+    OBJ_CONSTRUCT(&pc->lock, opal_mutex_t);
+    pc->next_all = g.comm_all;
+    g.comm_all = pc;
+    return pc;
+}
+
+void comm_retire_locked(PmlComm *pc) noexcept {
+    comm_clear(pc);
+    pc->next_free = g.comm_pool;
+    g.comm_pool = pc;
+}
+
+void comm_retire(PmlComm *pc) noexcept {
+    // Last reference: unpublished, and no lookup can take a new one (they
+    // see refs 0). Kept items go back to their free lists outside the lock.
+    comm_clear(pc);
+    Guard early(&g.early_lock);
+    pc->next_free = g.comm_pool;
+    g.comm_pool = pc;
 }
 
 void pending_add(opal_list_t *list, opal_list_item_t *item) noexcept {
@@ -298,46 +370,59 @@ int mca_pml_roce_add_comm(ompi_communicator_t *comm) noexcept {
     if (comm->c_contextid > 65535) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    std::unique_ptr<PmlComm> pc(new (std::nothrow) PmlComm());
-    if (pc == nullptr) {
-        return OMPI_ERR_OUT_OF_RESOURCE;
-    }
     int32_t size = comm->c_remote_group->grp_proc_count;
     auto m = match::CommMatcher::create(size);
-    pc->send_seq.reset(new (std::nothrow) uint32_t[size]());
-    if (!m || pc->send_seq == nullptr) {
+    std::unique_ptr<uint32_t[]> seq(new (std::nothrow) uint32_t[size]());
+    if (!m || seq == nullptr) {
         opal_output(0, "pml roce [%s]: error: cannot create communicator %u of %d ranks: %s",
                     host_name(), comm->c_contextid, size,
                     m ? "out of memory" : m.status().message().c_str());
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    OBJ_CONSTRUCT(&pc->lock, opal_mutex_t);
+    const auto ctx = static_cast<uint16_t>(comm->c_contextid);
+    // Messages that arrived before this communicator existed become
+    // unexpected (or held) now; publishing under the same lock means no
+    // arrival can slip between the transfer and the table.
+    Guard early(&g.early_lock);
+    PmlComm *pc = comm_take_from_pool();
+    if (pc == nullptr) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    // The object is retired (refs 0): no lookup uses these fields until the
+    // release store of refs below.
     pc->matcher = std::move(m.value());
+    pc->send_seq = std::move(seq);
     pc->comm = comm;
-    pc->ctx = static_cast<uint16_t>(comm->c_contextid);
+    pc->ctx = ctx;
     pc->my_rank = comm->c_my_rank;
     pc->remote_size = size;
+    __atomic_store_n(&pc->refs, 1, __ATOMIC_RELEASE); // the table's reference
     {
-        // Messages that arrived before this communicator existed become
-        // unexpected (or held) now; publishing under the same lock means no
-        // arrival can slip between the transfer and the table.
-        Guard early(&g.early_lock);
-        {
-            Guard lock(&pc->lock);
-            roce::util::Status s = g.early->transfer(pc->ctx, *pc->matcher,
-                                               [&](void *payload, const roce::util::Status &why) {
-                                                   opal_output(0, "pml roce [%s]: error: %s; message dropped",
-                                                               host_name(), why.message().c_str());
-                                                   kept_free(static_cast<Kept *>(payload));
-                                               });
-            (void)s;
-        }
-        if (!g.comms.publish(pc->ctx, pc.get())) {
-            OBJ_DESTRUCT(&pc->lock);
-            return OMPI_ERR_OUT_OF_RESOURCE;
-        }
+        Guard lock(&pc->lock);
+        roce::util::Status s = g.early->transfer(
+            pc->ctx, *pc->matcher,
+            [&](void *payload, match::Verdict v, const roce::util::Status &why) {
+                if (v == match::Verdict::kDuplicate) {
+                    count(&g.counters.dup_matches);
+                    opal_output_verbose(50, output(), "pml roce [%s]: dropped a duplicate: %s",
+                                        host_name(), why.message().c_str());
+                } else if (should_log(&g.counters.bad_headers)) {
+                    opal_output(0, "pml roce [%s]: error: %s; message dropped", host_name(),
+                                why.message().c_str());
+                }
+                kept_free(static_cast<Kept *>(payload));
+            });
+        (void)s;
     }
-    comm->c_pml_comm = reinterpret_cast<mca_pml_comm_t *>(pc.release());
+    if (!g.comms.publish(pc->ctx, pc)) {
+        // A stale lookup may have taken a reference meanwhile; then it
+        // retires the object when it is done.
+        if (add_fetch32(&pc->refs, -1) == 0) {
+            comm_retire_locked(pc);
+        }
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    comm->c_pml_comm = reinterpret_cast<mca_pml_comm_t *>(pc);
     return OMPI_SUCCESS;
 }
 
@@ -350,21 +435,11 @@ int mca_pml_roce_del_comm(ompi_communicator_t *comm) noexcept {
         Guard early(&g.early_lock);
         (void)g.comms.publish(pc->ctx, nullptr);
     }
-    std::size_t left;
-    {
-        Guard lock(&pc->lock);
-        left = pc->matcher->drain([](void *) {},
-                                  [](const match::Message &m) { kept_free(static_cast<Kept *>(m.payload)); });
-    }
-    if (left > 0) {
-        opal_output_verbose(10, output(),
-                            "pml roce [%s]: communicator %u freed with %zu messages or receives "
-                            "never matched",
-                            host_name(), pc->ctx, left);
-    }
-    OBJ_DESTRUCT(&pc->lock);
-    delete pc;
     comm->c_pml_comm = nullptr;
+    // The table's reference. An arrival in another thread that looked the
+    // communicator up before it was unpublished still holds one; then that
+    // arrival retires it when it is done (see PmlComm).
+    comm_release(pc);
     return OMPI_SUCCESS;
 }
 
@@ -375,10 +450,12 @@ int mca_pml_roce_dump(ompi_communicator_t *comm, int verbose) noexcept {
                 "pml roce [%s]: sends eager %" PRIu64 " (+inline), rndv %" PRIu64 ", rget %" PRIu64
                 ", pipelines %" PRIu64 ", rget fallbacks %" PRIu64 ", registration failures %" PRIu64
                 "; pending %d; live ids %zu send / %zu recv; early %zu; refused headers %" PRIu64
-                ", ids %" PRIu64,
+                ", ids %" PRIu64 ", FRAG ranges %" PRIu64 "; duplicates dropped: %" PRIu64
+                " FRAG, %" PRIu64 " ACK/FIN, %" PRIu64 " match",
                 host_name(), c.eager_copy, c.rndv, c.rget, c.pipeline, c.rget_fallbacks,
                 c.reg_failures, g.pending_count, g.send_ids.live(), g.recv_ids.live(),
-                g.early != nullptr ? g.early->size() : 0, c.bad_headers, c.bad_ids);
+                g.early != nullptr ? g.early->size() : 0, c.bad_headers, c.bad_ids, c.bad_frags,
+                c.dup_frags, c.dup_answers, c.dup_matches);
     if (pc == nullptr) {
         return OMPI_SUCCESS;
     }
@@ -423,6 +500,7 @@ void pml_teardown() noexcept {
     if (!g.enabled) {
         return;
     }
+    log_counters("at finalize");
     g.enabled = false;
     if (g.early != nullptr) {
         g.early->drain([](uint32_t, const match::Message &m) { kept_free(static_cast<Kept *>(m.payload)); });
@@ -430,6 +508,17 @@ void pml_teardown() noexcept {
         g.early = nullptr;
     }
     g.comms.clear();
+    // Every PmlComm ever made: retired ones sit in the pool; one still
+    // published here was never freed by Open MPI.
+    for (PmlComm *pc = g.comm_all; pc != nullptr;) {
+        PmlComm *next = pc->next_all;
+        comm_clear(pc);
+        OBJ_DESTRUCT(&pc->lock);
+        delete pc;
+        pc = next;
+    }
+    g.comm_all = nullptr;
+    g.comm_pool = nullptr;
     OBJ_DESTRUCT(&g.send_reqs);
     OBJ_DESTRUCT(&g.recv_reqs);
     OBJ_DESTRUCT(&g.kept_small);

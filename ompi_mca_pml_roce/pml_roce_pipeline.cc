@@ -124,34 +124,42 @@ void frag_sent(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *, mca_btl_ba
     send_request_release(r);
 }
 
-// Claims the request an ACK or FIN names: refuses (and logs) unknown ids,
-// requests not waiting for this answer, and an ACK asking for bytes outside
-// the message; otherwise removes the id (a duplicate answer then finds
-// nothing) and returns the request.
+// Claims the request an ACK or FIN names (rndv::AnswerTable): a copy of an
+// answer already accepted is counted and dropped; ids never issued,
+// requests not waiting for this answer and ranges outside the message are
+// refused with a rate-limited error; otherwise the id is closed and the
+// request returned.
 SendRequest *claim(uint64_t id, const char *what, bool fin, uint64_t offset,
                    uint64_t size) noexcept {
-    Guard guard(&g.ids_lock);
-    auto *r = static_cast<SendRequest *>(g.send_ids.find(id));
-    if (r == nullptr) {
-        reject_id(what, id);
+    rndv::AnswerTable::Claim c;
+    uint64_t total = 0;
+    {
+        Guard guard(&g.ids_lock);
+        c = fin ? g.send_ids.claim_fin(id, size) : g.send_ids.claim_ack(id, offset, size);
+        if (c.request != nullptr) {
+            total = static_cast<SendRequest *>(c.request)->total;
+        }
+    }
+    switch (c.outcome) {
+    case rndv::Outcome::kAccepted:
+        return static_cast<SendRequest *>(c.request);
+    case rndv::Outcome::kDuplicate:
+        drop_duplicate(&g.counters.dup_answers, what, id, offset, size);
+        return nullptr;
+    case rndv::Outcome::kOutOfRange:
+        if (should_log(&g.counters.bad_headers)) {
+            opal_output(0,
+                        "pml roce [%s]: error: refused a %s for request id 0x%016" PRIx64
+                        ": it names bytes [%" PRIu64 ", %" PRIu64 ") of a %" PRIu64
+                        "-byte message (%" PRIu64 " refused headers so far)",
+                        host_name(), what, id, fin ? 0 : offset, fin ? size : offset + size, total,
+                        g.counters.bad_headers);
+        }
+        return nullptr;
+    default:
+        reject_id(what, id, c.outcome);
         return nullptr;
     }
-    auto p = static_cast<SendProto>(r->proto);
-    bool ok = fin ? p == SendProto::kWaitFin : (p == SendProto::kWaitAck || p == SendProto::kWaitFin);
-    if (!ok) {
-        reject_id(what, id);
-        return nullptr;
-    }
-    if (offset > r->total || size > r->total - offset) {
-        opal_output(0,
-                    "pml roce [%s]: error: %s asks for bytes [%" PRIu64 ", %" PRIu64
-                    ") of a %" PRIu64 "-byte message; ignored",
-                    host_name(), what, offset, offset + size, r->total);
-        ++g.counters.bad_headers;
-        return nullptr;
-    }
-    g.send_ids.erase(id);
-    return r;
 }
 
 void release_registration(SendRequest *r) noexcept {
@@ -261,7 +269,7 @@ void mca_pml_roce_cb_fin(mca_btl_base_module_t *, mca_btl_base_tag_t tag,
         reject_header(tag, des, d);
         return;
     }
-    SendRequest *r = claim(h.src_req, "FIN", true, 0, 0);
+    SendRequest *r = claim(h.src_req, "FIN", true, 0, h.size);
     if (r == nullptr) {
         return;
     }

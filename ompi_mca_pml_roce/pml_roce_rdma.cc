@@ -187,14 +187,9 @@ void getop_resume(GetOp *op) noexcept { issue_gets(op); }
 
 void recv_ask_frags(RecvRequest *r, ompi_proc_t *proc, uint64_t src_req, uint64_t offset) noexcept {
     uint64_t want = r->msg_len < r->capacity ? r->msg_len : r->capacity;
-    r->frag_lo = offset;
-    r->frag_hi = want;
-    r->received = 0;
-    r->frag_users = 0;
-    r->frag_done = false;
     {
         Guard guard(&g.ids_lock);
-        r->id = g.recv_ids.insert(r);
+        r->id = g.recv_ids.open(r->frags, offset, want, r);
     }
     if (r->id == 0) {
         fatal("out of memory registering a receive for its fragments");
@@ -221,38 +216,54 @@ extern "C" void mca_pml_roce_cb_frag(mca_btl_base_module_t *, mca_btl_base_tag_t
         reject_header(tag, des, d);
         return;
     }
-    RecvRequest *r;
+    // Admission records the FRAG's bytes before they are unpacked, so a
+    // copy arriving meanwhile (in another thread) is a duplicate too. Only
+    // an accepted FRAG touches the receive; one naming a finished receive
+    // finds a closed id and never reaches its memory.
+    rndv::FragTable::Admission a;
+    uint64_t lo = 0, hi = 0, arrived = 0;
     {
         Guard guard(&g.ids_lock);
-        r = static_cast<RecvRequest *>(g.recv_ids.find(h.dst_req));
-        if (r == nullptr) {
-            reject_id("FRAG", h.dst_req);
-            return;
+        a = g.recv_ids.admit(h.dst_req, h.offset, data.total);
+        if (OPAL_UNLIKELY(a.outcome != rndv::Outcome::kAccepted && a.account != nullptr)) {
+            lo = a.account->lo();
+            hi = a.account->hi();
+            arrived = a.account->arrived();
         }
-        if (h.offset < r->frag_lo || h.offset > r->frag_hi || data.total > r->frag_hi - h.offset) {
-            opal_output(0,
-                        "pml roce [%s]: error: FRAG of %zu bytes at offset %" PRIu64
-                        " outside the expected range [%" PRIu64 ", %" PRIu64 "); dropped",
-                        host_name(), data.total, h.offset, r->frag_lo, r->frag_hi);
-            ++g.counters.bad_headers;
-            return;
-        }
-        ++r->frag_users;
     }
+    switch (a.outcome) {
+    case rndv::Outcome::kAccepted:
+        break;
+    case rndv::Outcome::kDuplicate:
+        drop_duplicate(&g.counters.dup_frags, "FRAG", h.dst_req, h.offset, data.total);
+        return;
+    case rndv::Outcome::kUnknown:
+    case rndv::Outcome::kWrongState:
+        reject_id("FRAG", h.dst_req, a.outcome);
+        return;
+    case rndv::Outcome::kNoMemory:
+        fatal("out of memory recording a message fragment");
+    default:
+        if (should_log(&g.counters.bad_frags)) {
+            opal_output(0,
+                        "pml roce [%s]: error: refused a FRAG of %zu bytes at offset %" PRIu64
+                        " for request id 0x%016" PRIx64 ": %s (the receive wants [%" PRIu64
+                        ", %" PRIu64 "), %" PRIu64 " bytes of it arrived); %" PRIu64
+                        " refused so far, only the first 16 and then one in 4096 are shown",
+                        host_name(), data.total, h.offset, h.dst_req, rndv::outcome_name(a.outcome),
+                        lo, hi, arrived, g.counters.bad_frags);
+        }
+        return;
+    }
+    auto *r = static_cast<RecvRequest *>(a.account->owner());
     unpack(r, h.offset, data, data.total);
-    bool done = false;
+    bool done;
     {
         Guard guard(&g.ids_lock);
-        --r->frag_users;
-        r->received += data.total;
-        if (!r->frag_done && r->frag_users == 0 && r->received >= r->frag_hi - r->frag_lo) {
-            r->frag_done = true;
-            g.recv_ids.erase(r->id);
-            done = true;
-        }
+        done = g.recv_ids.settle(r->frags);
     }
     if (done) {
         const ompi_status_public_t &st = r->base.req_base.req_ompi.req_status;
-        recv_finish(r, st.MPI_SOURCE, st.MPI_TAG, r->msg_len, r->frag_hi);
+        recv_finish(r, st.MPI_SOURCE, st.MPI_TAG, r->msg_len, r->frags.hi());
     }
 }

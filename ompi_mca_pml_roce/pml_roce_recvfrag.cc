@@ -169,13 +169,28 @@ Kept *keep_copy(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
     return k;
 }
 
+// A match header the matcher refused: a sequence number received already is
+// a duplicate (counted, verbose 50); anything else is malformed (counted,
+// rate-limited error).
 void log_refusal(PmlComm *pc, const match::Envelope &env, match::Verdict v) noexcept {
-    ++g.counters.bad_headers;
     if (v == match::Verdict::kNoMemory) {
         fatal("out of memory while matching a message on communicator %u", pc->ctx);
     }
+    if (v == match::Verdict::kDuplicate) {
+        count(&g.counters.dup_matches);
+        opal_output_verbose(50, output(),
+                            "pml roce [%s]: dropped a duplicate match header from %d (tag %d, "
+                            "seq %u) on communicator %u",
+                            host_name(), env.source, env.tag, static_cast<unsigned>(env.seq),
+                            pc->ctx);
+        return;
+    }
+    if (!should_log(&g.counters.bad_headers)) {
+        return;
+    }
     util::Status s = match::explain(v, env, pc->ctx, pc->remote_size);
-    opal_output(0, "pml roce [%s]: error: %s; message dropped", host_name(), s.message().c_str());
+    opal_output(0, "pml roce [%s]: error: %s; message dropped (%" PRIu64 " refused headers so far)",
+                host_name(), s.message().c_str(), g.counters.bad_headers);
 }
 
 // Admits held messages of `src` that are now in sequence.
@@ -198,31 +213,35 @@ void drain_ready(PmlComm *pc, int32_t src) noexcept {
     }
 }
 
-// Holds a fragment for a communicator this process has not created yet;
-// false when the communicator appeared meanwhile (the caller matches it).
-bool hold_early(uint16_t ctx, mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
-                const wire::MatchHdr &m, const Pieces &data) noexcept {
+// Holds a fragment for a communicator this process has not created yet and
+// returns nullptr; when the communicator appeared meanwhile, returns it with
+// a reference taken (the caller matches the fragment there).
+PmlComm *hold_early(uint16_t ctx, mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
+                    const wire::MatchHdr &m, const Pieces &data) noexcept {
     Guard guard(&g.early_lock);
-    if (g.comms.find(ctx) != nullptr) {
-        return false;
+    PmlComm *pc = g.comms.acquire(ctx);
+    if (pc != nullptr) {
+        return pc;
     }
     Kept *k = keep_copy(btl, kind, hdr, data);
     if (k == nullptr || !g.early->hold(ctx, match::Envelope{m.src, m.tag, m.seq}, k).is_ok()) {
         fatal("out of memory holding a message for communicator %u (not created yet)", ctx);
     }
     ++g.counters.early;
-    return true;
+    return nullptr;
 }
 
-// Matches one decoded match-type fragment.
+// Matches one decoded match-type fragment. The reference on the
+// communicator is held until the end: a delivery may complete the last
+// request that kept the communicator alive, and drain_ready still uses it.
 inline void incoming(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
                      const wire::MatchHdr &m, const Pieces &data) noexcept {
-    PmlComm *pc = g.comms.find(m.ctx);
-    if (OPAL_UNLIKELY(pc == nullptr)) {
-        if (hold_early(m.ctx, btl, kind, hdr, m, data)) {
+    CommRef pc(g.comms.acquire(m.ctx));
+    if (OPAL_UNLIKELY(!pc)) {
+        pc.reset(hold_early(m.ctx, btl, kind, hdr, m, data));
+        if (!pc) {
             return;
         }
-        pc = g.comms.find(m.ctx);
     }
     const match::Envelope env{m.src, m.tag, m.seq};
     auto keep = [&]() -> void * { return keep_copy(btl, kind, hdr, data); };
@@ -234,11 +253,11 @@ inline void incoming(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
     if (OPAL_LIKELY(a.kind == match::ArrivalKind::kMatched)) {
         deliver(static_cast<RecvRequest *>(a.request), kind, hdr, data, btl);
     } else if (a.kind == match::ArrivalKind::kRejected) {
-        log_refusal(pc, env, a.verdict);
+        log_refusal(pc.get(), env, a.verdict);
         return;
     }
     if (OPAL_UNLIKELY(a.more_ready)) {
-        drain_ready(pc, m.src);
+        drain_ready(pc.get(), m.src);
     }
 }
 
@@ -256,8 +275,8 @@ inline bool fast_match(mca_btl_base_module_t *btl, mca_btl_base_descriptor_t *de
     if (OPAL_UNLIKELY(wire::decode_match(s.seg_addr.pval, s.seg_len, h) != wire::Defect::kNone)) {
         return false;
     }
-    PmlComm *pc = g.comms.find(h.ctx);
-    if (OPAL_UNLIKELY(pc == nullptr)) {
+    CommRef pc(g.comms.acquire(h.ctx));
+    if (OPAL_UNLIKELY(!pc)) {
         return false;
     }
     const auto *data = static_cast<const uint8_t *>(s.seg_addr.pval) + sizeof h;
@@ -292,11 +311,11 @@ inline bool fast_match(mca_btl_base_module_t *btl, mca_btl_base_descriptor_t *de
             deliver_match(r, h, pcs);
         }
     } else if (OPAL_UNLIKELY(a.kind == match::ArrivalKind::kRejected)) {
-        log_refusal(pc, match::Envelope{h.src, h.tag, h.seq}, a.verdict);
+        log_refusal(pc.get(), match::Envelope{h.src, h.tag, h.seq}, a.verdict);
         return true;
     }
     if (OPAL_UNLIKELY(a.more_ready)) {
-        drain_ready(pc, h.src);
+        drain_ready(pc.get(), h.src);
     }
     return true;
 }

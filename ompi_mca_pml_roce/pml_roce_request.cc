@@ -41,10 +41,14 @@ void recv_ctor(RecvRequest *r) {
     r->base.req_base.req_type = MCA_PML_REQUEST_RECV;
     r->flags = 0;
     r->refs = 0;
+    new (&r->frags) rndv::FragAccount();
     OBJ_CONSTRUCT(&r->unpack_lock, opal_mutex_t);
 }
 
-void recv_dtor(RecvRequest *r) { OBJ_DESTRUCT(&r->unpack_lock); }
+void recv_dtor(RecvRequest *r) {
+    OBJ_DESTRUCT(&r->unpack_lock);
+    r->frags.~FragAccount();
+}
 
 void kept_ctor(Kept *k) {
     k->home = nullptr;

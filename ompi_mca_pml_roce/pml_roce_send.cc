@@ -300,7 +300,7 @@ int start_rendezvous(SendRequest *r) noexcept {
     }
     {
         Guard guard(&g.ids_lock);
-        r->id = g.send_ids.insert(r);
+        r->id = g.send_ids.open(r);
     }
     if (r->id == 0) {
         return OMPI_ERR_OUT_OF_RESOURCE;

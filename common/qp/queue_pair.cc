@@ -70,6 +70,44 @@ Status QueuePair::reset() {
     return Status::ok();
 }
 
+Status QueuePair::to_error() {
+    if (!qp_) {
+        return Status(Code::kInternal, "QueuePair::to_error on a QP that was never created");
+    }
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    int rc = verbs::normalize_rc(api_->modify_qp(qp_.get(), &attr, IBV_QP_STATE), errno);
+    if (rc != 0) {
+        last_diag_ = util::format("ibv_modify_qp(%s, %s->ERR) on %s qpn 0x%x failed: %s (%d)",
+                                  to_string(type_), state_name(state_), sel_.device.c_str(),
+                                  qp_->qp_num, std::strerror(rc), rc);
+        return Status(util::code_from_errno(rc), last_diag_, rc);
+    }
+    log(util::LogLevel::kDebug,
+        util::format("ibv_modify_qp(%s, %s->ERR) on %s qpn 0x%x: ok", to_string(type_),
+                     state_name(state_), sel_.device.c_str(), qp_->qp_num));
+    state_ = IBV_QPS_ERR;
+    return Status::ok();
+}
+
+Status QueuePair::destroy() {
+    if (!qp_) {
+        return Status::ok();
+    }
+    ibv_qp *raw = qp_.release();
+    uint32_t qpn = raw->qp_num;
+    int rc = verbs::normalize_rc(api_->destroy_qp(raw), errno);
+    if (rc != 0) {
+        verbs::note_destroy_failure(rc);
+        return Status(util::code_from_errno(rc),
+                      util::format("ibv_destroy_qp(%s) on %s qpn 0x%x failed: %s (%d)",
+                                   to_string(type_), sel_.device.c_str(), qpn, std::strerror(rc),
+                                   rc),
+                      rc);
+    }
+    return Status::ok();
+}
+
 ibv_qp_state QueuePair::query_state() const {
     ibv_qp_attr attr{};
     ibv_qp_init_attr init{};

@@ -44,7 +44,7 @@ public:
 
     QpType type() const { return type_; }
     ibv_qp *get() const { return qp_.get(); }
-    /// The state as this object drove it (RESET, INIT, RTR, RTS).
+    /// The state as this object drove it (RESET, INIT, RTR, RTS, ERR).
     ibv_qp_state state() const { return state_; }
     /// The addressing in force: the selection given at construction, with
     /// preflight's corrections applied.
@@ -64,6 +64,21 @@ public:
     /// the same number. Outstanding work requests are discarded without
     /// completions. Errors: the errno of ibv_modify_qp.
     [[nodiscard]] util::Status reset();
+
+    /// Any state but RESET -> ERR (nothing to preflight): every outstanding
+    /// work request completes with IBV_WC_WR_FLUSH_ERR, and a QP attached to
+    /// an SRQ raises IBV_EVENT_QP_LAST_WQE_REACHED once no more SRQ receives
+    /// will be consumed by it. Errors: the errno of ibv_modify_qp (EINVAL
+    /// from RESET, where nothing is outstanding anyway), not logged: the
+    /// caller says what it does next.
+    [[nodiscard]] util::Status to_error();
+
+    /// Destroys the QP now (ibv_destroy_qp) instead of at destruction, so the
+    /// caller learns whether it worked. The QP is gone from this object
+    /// either way: a failed destroy is not retried (the kernel reclaims the
+    /// QP when the context is closed), and the Status names the verb, the
+    /// type, the device, the QPN and the errno. Ok when already destroyed.
+    [[nodiscard]] util::Status destroy();
 
     /// The state the device reports now (ibv_query_qp: a system call, for
     /// error paths); state() when the query fails.

@@ -1,6 +1,8 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #include "util/rate_limit.h"
 
+#include "util/strings.h"
+
 namespace roce::util {
 
 void RateLimiter::evict_stale(double now) {
@@ -30,6 +32,19 @@ uint64_t RateLimiter::hit(const std::string &key, double now) {
     e.last_line = now;
     e.reported = true;
     return n;
+}
+
+bool RateLimiter::warn(LogSink &log, const std::string &key, double now,
+                       const std::string &line) {
+    uint64_t n = hit(key, now);
+    if (n == 0) {
+        return false;
+    }
+    log.write(LogLevel::kWarn,
+              n == 1 ? line
+                     : format("%s (%llu such since the last report)", line.c_str(),
+                              static_cast<unsigned long long>(n)));
+    return true;
 }
 
 } // namespace roce::util

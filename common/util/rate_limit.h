@@ -6,6 +6,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "util/log.h"
+
 namespace roce::util {
 
 /// Decides which occurrences of a repeated event deserve a log line: at most
@@ -30,6 +32,11 @@ public:
     /// one and those suppressed since the key's previous line - or 0 when
     /// no line is due.
     uint64_t hit(const std::string &key, double now);
+
+    /// hit(), and when a line is due, writes `line` at warning level on
+    /// `log` - with " (N such since the last report)" when it stands for
+    /// more than this one event. Returns whether it wrote.
+    bool warn(LogSink &log, const std::string &key, double now, const std::string &line);
 
     /// Events recorded in total (reported or not).
     uint64_t total() const noexcept { return total_; }

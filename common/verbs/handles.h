@@ -3,7 +3,9 @@
 
 #include <cerrno>
 #include <memory>
+#include <string>
 
+#include "util/log.h"
 #include "verbs/verbs_api.h"
 
 namespace roce::verbs {
@@ -18,17 +20,55 @@ namespace roce::verbs {
 int last_destroy_errno() noexcept;
 void note_destroy_failure(int err) noexcept;
 
+/// The verb and the object of a destroy, for the failure message:
+/// "ibv_destroy_qp" and "QP 0x1a2", "ibv_dereg_mr" and "MR lkey 0x... (65536 bytes)".
+const char *destroy_verb(const ibv_context *) noexcept;
+const char *destroy_verb(const ibv_pd *) noexcept;
+const char *destroy_verb(const ibv_mr *) noexcept;
+const char *destroy_verb(const ibv_comp_channel *) noexcept;
+const char *destroy_verb(const ibv_cq *) noexcept;
+const char *destroy_verb(const ibv_srq *) noexcept;
+const char *destroy_verb(const ibv_qp *) noexcept;
+const char *destroy_verb(const ibv_ah *) noexcept;
+std::string describe(const ibv_context *obj);
+std::string describe(const ibv_pd *obj);
+std::string describe(const ibv_mr *obj);
+std::string describe(const ibv_comp_channel *obj);
+std::string describe(const ibv_cq *obj);
+std::string describe(const ibv_srq *obj);
+std::string describe(const ibv_qp *obj);
+std::string describe(const ibv_ah *obj);
+
+/// Writes "<verb>(<object>) failed: <strerror> (<errno>); <what is leaked>"
+/// at warning level. Never throws.
+void log_destroy_failure(util::LogSink &log, const char *verb, const std::string &object,
+                         int err) noexcept;
+
 /// Destroys a T through the VerbsApi member `Destroy` (e.g. &VerbsApi::destroy_qp).
+/// A failure is recorded (last_destroy_errno) and, when `log` is set,
+/// logged with the verb, the errno and the object.
 template <typename T, auto Destroy>
 struct ApiDeleter {
     const VerbsApi *api = nullptr;
+    util::LogSink *log = nullptr;
     void operator()(T *obj) const noexcept {
         if (obj == nullptr || api == nullptr) {
             return;
         }
+        std::string what;
+        if (log != nullptr) {
+            try {
+                what = describe(obj); // before: the object is gone after the call
+            } catch (...) {
+            }
+        }
         int rc = (api->*Destroy)(obj);
         if (rc != 0) {
-            note_destroy_failure(normalize_rc(rc, errno));
+            int err = normalize_rc(rc, errno);
+            note_destroy_failure(err);
+            if (log != nullptr) {
+                log_destroy_failure(*log, destroy_verb(obj), what, err);
+            }
         }
     }
 };

@@ -648,32 +648,14 @@ void ConnectionManager::run_timers(double now) {
 void ConnectionManager::drop_unattributed(uint64_t CmDrops::*counter, const std::string &key,
                                           const std::string &what) {
     ++(drops_.*counter);
-    uint64_t n = warn_.hit(key, host_.now());
-    if (n > 0) {
-        log_.write(LogLevel::kWarn,
-                   util::format("dropped %s%s", util::printable(what).c_str(),
-                                n > 1 ? util::format(" (%llu such messages since the last "
-                                                     "report)",
-                                                     static_cast<unsigned long long>(n))
-                                            .c_str()
-                                      : ""));
-    }
+    warn_.warn(log_, key, host_.now(), "dropped " + util::printable(what));
 }
 
 void ConnectionManager::drop_for_peer(Peer &peer, uint64_t CmDrops::*counter,
                                       const std::string &what) {
     ++(peer.drops.*counter);
-    uint64_t n = peer.warn.hit(what, host_.now());
-    if (n > 0) {
-        log_.write(LogLevel::kWarn,
-                   util::format("dropped %s naming %s%s", util::printable(what).c_str(),
-                                peer.label.c_str(),
-                                n > 1 ? util::format(" (%llu such messages since the last "
-                                                     "report)",
-                                                     static_cast<unsigned long long>(n))
-                                            .c_str()
-                                      : ""));
-    }
+    peer.warn.warn(log_, what, host_.now(),
+                   "dropped " + util::printable(what) + " naming " + peer.label);
 }
 
 } // namespace roce::btl

@@ -25,8 +25,9 @@ std::size_t EarlyArrivals::count(uint32_t context) const noexcept {
 }
 
 util::Status
-EarlyArrivals::transfer(uint32_t context, CommMatcher &matcher,
-                        FnRef<void(void *payload, const util::Status &why)> on_rejected) noexcept {
+EarlyArrivals::transfer(
+    uint32_t context, CommMatcher &matcher,
+    FnRef<void(void *payload, Verdict why, const util::Status &explained)> on_rejected) noexcept {
     auto it = by_context_.find(context);
     if (it == by_context_.end()) {
         return util::Status();
@@ -41,7 +42,7 @@ EarlyArrivals::transfer(uint32_t context, CommMatcher &matcher,
     util::Status first_error;
     auto refuse = [&](const Early &e, Verdict why) {
         util::Status st = explain(why, e.envelope, context, matcher.size());
-        on_rejected(e.payload, st);
+        on_rejected(e.payload, why, st);
         if (first_error.is_ok()) {
             first_error = std::move(st);
         }

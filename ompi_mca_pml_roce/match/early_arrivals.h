@@ -45,11 +45,13 @@ public:
     /// in add_comm before the communicator is returned to the user;
     /// otherwise nothing moves and the result is a kInternal error).
     /// A message the matcher refuses (source outside the communicator,
-    /// duplicate sequence number, no memory) is given to on_rejected so the
-    /// pml can free its payload; the result then is the first refusal,
-    /// explained, after all messages were processed.
-    util::Status transfer(uint32_t context, CommMatcher &matcher,
-                          FnRef<void(void *payload, const util::Status &why)> on_rejected) noexcept;
+    /// duplicate sequence number, no memory) is given to on_rejected with
+    /// the verdict and its explanation, so the pml can free its payload and
+    /// tell a duplicate from a malformed message; the result then is the
+    /// first refusal, explained, after all messages were processed.
+    util::Status transfer(
+        uint32_t context, CommMatcher &matcher,
+        FnRef<void(void *payload, Verdict why, const util::Status &explained)> on_rejected) noexcept;
 
     /// Messages held for `context`.
     std::size_t count(uint32_t context) const noexcept;

@@ -2,6 +2,8 @@
 // FakeVerbs: devices, queries, resources and failure scripting. The QP state
 // machine and the data path are in fake_verbs_qp.cc.
 #include <arpa/inet.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -30,6 +32,50 @@ constexpr std::array<ibv_device **(*)(int *), sizeof...(N)> make_slots(
 constexpr auto kSlotFns = make_slots(std::make_integer_sequence<int, kSlots>{});
 
 FakeVerbs::State &st(FakeVerbs &f) { return f.state(); }
+
+/// Whether anything created from `ctx` still lives.
+bool context_in_use(const FakeVerbs::State &s, const ibv_context *ctx) {
+    auto uses = [ctx](const auto &objects, auto context_of) {
+        for (const auto &[key, obj] : objects) {
+            if (context_of(*obj) == ctx) {
+                return true;
+            }
+        }
+        return false;
+    };
+    return uses(s.pds, [](const FakePdObj &o) { return o.pd.context; }) ||
+           uses(s.mrs, [](const FakeMrObj &o) { return o.mr.context; }) ||
+           uses(s.channels, [](const FakeChannelObj &o) { return o.ch.context; }) ||
+           uses(s.cqs, [](const FakeCqObj &o) { return o.cq.context; }) ||
+           uses(s.srqs, [](const FakeSrqObj &o) { return o.srq.context; }) ||
+           uses(s.qps, [](const FakeQpObj &o) { return o.qp.context; }) ||
+           uses(s.ahs, [](const FakeAhObj &o) { return o.ah.context; });
+}
+
+/// Whether a posted receive points into `mr`.
+bool posted_into(const FakeVerbs::State &s, const ibv_mr *mr) {
+    auto hits = [mr](const std::deque<PostedWr> &q) {
+        for (const auto &wr : q) {
+            for (const auto &sge : wr.sge) {
+                if (sge.lkey == mr->lkey) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    };
+    for (const auto &[key, srq] : s.srqs) {
+        if (hits(srq->posted)) {
+            return true;
+        }
+    }
+    for (const auto &[key, qp] : s.qps) {
+        if (hits(qp->rq)) {
+            return true;
+        }
+    }
+    return false;
+}
 
 template <typename T>
 T *fail_ptr(int err) {
@@ -117,8 +163,13 @@ ibv_context *FakeOps::open_device(ibv_device *dev) {
             if (int err = enter(*f, Call::kOpenDevice)) {
                 return fail_ptr<ibv_context>(err);
             }
+            int fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+            if (fd < 0) {
+                return fail_ptr<ibv_context>(errno);
+            }
             auto obj = std::make_unique<FakeContextObj>();
             std::memset(&obj->ctx, 0, sizeof(obj->ctx));
+            obj->ctx.async_fd = fd;
             obj->ctx.device = dev;
             obj->ctx.num_comp_vectors = 4;
             obj->owner = f;
@@ -135,6 +186,9 @@ int FakeOps::close_device(ibv_context *ctx) {
     FakeVerbs &f = *owner(ctx);
     if (int err = enter(f, Call::kCloseDevice)) {
         return fail_with(err);
+    }
+    if (context_in_use(st(f), ctx)) {
+        return fail_with(EBUSY); // see fake_verbs.h: the real close would leave them dangling
     }
     st(f).events.erase(ctx);
     st(f).contexts.erase(ctx);
@@ -263,7 +317,39 @@ int FakeOps::get_async_event(ibv_context *ctx, ibv_async_event *e) {
     }
     *e = q.front();
     q.pop_front();
+    uint64_t one = 0;
+    (void)!read(ctx->async_fd, &one, sizeof(one)); // the count is > 0: never blocks
     return 0;
+}
+
+void FakeOps::queue_event(FakeVerbs &f, ibv_context *ctx, const ibv_async_event &e) {
+    st(f).events[ctx].push_back(e);
+    uint64_t one = 1;
+    (void)!write(ctx->async_fd, &one, sizeof(one));
+}
+
+void FakeOps::drop_qp_events(FakeVerbs &f, ibv_context *ctx, const ibv_qp *qp) {
+    auto it = st(f).events.find(ctx);
+    if (it == st(f).events.end()) {
+        return;
+    }
+    auto &q = it->second;
+    for (auto e = q.begin(); e != q.end();) {
+        bool of_qp =
+            e->element.qp == qp &&
+            (e->event_type == IBV_EVENT_QP_FATAL || e->event_type == IBV_EVENT_QP_REQ_ERR ||
+             e->event_type == IBV_EVENT_QP_ACCESS_ERR || e->event_type == IBV_EVENT_COMM_EST ||
+             e->event_type == IBV_EVENT_SQ_DRAINED || e->event_type == IBV_EVENT_PATH_MIG ||
+             e->event_type == IBV_EVENT_PATH_MIG_ERR ||
+             e->event_type == IBV_EVENT_QP_LAST_WQE_REACHED);
+        if (of_qp) {
+            e = q.erase(e);
+            uint64_t one = 0;
+            (void)!read(ctx->async_fd, &one, sizeof(one));
+        } else {
+            ++e;
+        }
+    }
 }
 
 int FakeOps::mlx5dv_query_device(ibv_context *ctx, mlx5dv_context *attrs) {
@@ -342,6 +428,9 @@ int FakeOps::dereg_mr(ibv_mr *mr) {
     FakeVerbs &f = *owner(mr->context);
     if (int err = enter(f, Call::kDeregMr)) {
         return fail_with(err);
+    }
+    if (posted_into(st(f), mr)) {
+        ++st(f).busy_deregs;
     }
     --st(f).pds.at(mr->pd)->users;
     st(f).mrs.erase(mr);
@@ -593,6 +682,8 @@ FakeVerbs::FakeVerbs(const topo::Snapshot &snapshot) : FakeVerbs() {
         dev.name = d.name;
         dev.mlx5 = d.name.rfind("mlx5", 0) == 0;
         dev.checks_pkey_index = dev.mlx5;
+        dev.raises_last_wqe = dev.mlx5;      // rxe on Linux 6.1 does not (fake_verbs.h)
+        dev.cleans_cq_on_destroy = dev.mlx5; // rdma-core's mlx5 provider does
         dev.num_lag_ports = d.num_lag_ports;
         for (const auto &p : d.ports) {
             FakePort port;
@@ -659,7 +750,17 @@ void FakeVerbs::set_unreachable(const std::array<uint8_t, 16> &dgid, int err) {
 void FakeVerbs::push_completion(ibv_cq *cq, const ibv_wc &wc) { st_->cqs.at(cq)->wcs.push_back(wc); }
 
 void FakeVerbs::push_async_event(ibv_context *ctx, const ibv_async_event &event) {
-    st_->events[ctx].push_back(event);
+    FakeOps::queue_event(*this, ctx, event);
+}
+
+size_t FakeVerbs::busy_deregs() const { return st_->busy_deregs; }
+
+size_t FakeVerbs::cq_depth(const ibv_cq *cq) const { return st_->cqs.at(cq)->wcs.size(); }
+
+FakeContextObj::~FakeContextObj() {
+    if (ctx.async_fd >= 0) {
+        ::close(ctx.async_fd);
+    }
 }
 
 size_t FakeVerbs::live_objects() const {

@@ -27,9 +27,39 @@
 //  - post_send (only in RTS) / post_recv / post_srq_recv, recorded with
 //    copies of the work requests; signaled sends complete with success on
 //    the send CQ unless fail_next_send() scripts an error completion (the QP
-//    then goes to ERR and later WRs flush, as hardware does); deliver_recv()
+//    then goes to ERR and later WRs flush, as hardware does), or stay in
+//    flight until complete_sends() or a flush (set_auto_complete_sends); deliver_recv()
 //    completes the oldest posted receive; push_completion() adds any CQE;
-//  - EBUSY when a CQ/PD/SRQ still in use is destroyed;
+//  - EBUSY when a CQ/PD/SRQ still in use is destroyed, and when a context
+//    is closed while anything created from it lives. (rdma-core's close
+//    succeeds and the kernel then destroys the children, leaving every
+//    handle to them dangling: a later ibv_destroy_qp through one is a
+//    use-after-free. The fake refuses instead, so a test sees the wrong
+//    order as last_destroy_errno() == EBUSY and live_objects() > 0);
+//  - what QP teardown depends on:
+//      * a QP attached to an SRQ that enters ERR (modify_qp, or an error
+//        completion) queues IBV_EVENT_QP_LAST_WQE_REACHED on its context
+//        (IBA o11-5.2.5: raised when the QP is in ERR and no more SRQ WQEs
+//        will be consumed by it; the fake delivers a message at once, so
+//        that is at the transition). mlx5 raises it (firmware event
+//        MLX5_EVENT_TYPE_SRQ_LAST_WQE, mapped in mlx5_ib's QP event
+//        handler). rdma_rxe on Linux 6.1 never does: its responder only
+//        drains (rxe_drain_req_pkts in rxe_resp.c); the event came with
+//        "RDMA/rxe: Send last wqe reached event on qp cleanup" (June 2023,
+//        flush_recv_queue). FakeDevice::raises_last_wqe: on for mlx5 names,
+//        off for the others (rxe as in Debian 12);
+//      * destroy_qp on mlx5 removes the QP's completions still in its CQs
+//        (rdma-core providers/mlx5/verbs.c mlx5_destroy_qp ->
+//        __mlx5_cq_clean in providers/mlx5/cq.c, for user QPs; the kernel's
+//        destroy_qp_common -> __mlx5_ib_cq_clean does the same for kernel
+//        QPs) and gives each consumed SRQ receive back to the SRQ: the
+//        message is gone although the sender got its RC ACK. rxe leaves them
+//        (FakeDevice::cleans_cq_on_destroy);
+//      * destroying a QP drops its queued async events (uverbs does);
+//      * each context's async_fd is a real fd (an eventfd counting the
+//        queued events) that can be made non-blocking and polled;
+//      * busy_deregs(): MRs deregistered while a posted receive still
+//        pointed into them;
 //  - any call can be made to fail on demand (fail()).
 //
 // Thread safety: none; one test thread at a time. Up to 8 FakeVerbs may
@@ -86,6 +116,9 @@ struct FakeDevice {
     int lag_port_down = 0;          ///< a LAG port (1-based) whose link is down: QPs
                                     ///< configured for it are active on another one
     bool checks_pkey_index = true;  ///< mlx5 refuses pkey_index >= table (rxe does not)
+    bool raises_last_wqe = true;    ///< SRQ QP in ERR -> IBV_EVENT_QP_LAST_WQE_REACHED
+                                    ///< (the IBA requires it; rxe on Linux 6.1 does not)
+    bool cleans_cq_on_destroy = false; ///< destroy_qp removes the QP's CQEs (mlx5)
     std::vector<FakePort> ports;    ///< ports[0] is port 1
 };
 
@@ -99,6 +132,7 @@ struct PostedWr {
     ibv_wr_opcode opcode = IBV_WR_SEND;  ///< sends only
     unsigned int send_flags = 0;
     std::vector<ibv_sge> sge;
+    uint32_t length = 0;                 ///< sum of the sge lengths (sends)
     uint32_t imm_data = 0;
     uint32_t remote_qpn = 0, remote_qkey = 0; ///< UD sends
     ibv_ah *ah = nullptr;                     ///< UD sends
@@ -147,8 +181,14 @@ public:
     void push_completion(ibv_cq *cq, const ibv_wc &wc);
     /// Queues an async event for get_async_event on `ctx`.
     void push_async_event(ibv_context *ctx, const ibv_async_event &event);
-    /// Successful sends complete automatically (default true).
+    /// Successful sends complete automatically (default true). When off,
+    /// sends stay in flight on their QP until complete_sends(), and entering
+    /// ERR flushes them: one IBV_WC_WR_FLUSH_ERR completion each, signaled
+    /// or not (a work request completed in error always completes).
     void set_auto_complete_sends(bool on);
+    /// Completes the `n` oldest sends in flight on `qp` with success (a
+    /// completion for the signaled ones); returns how many there were.
+    size_t complete_sends(ibv_qp *qp, size_t n);
 
     // ---- inspection ----------------------------------------------------
     int calls(Call call) const { return calls_[static_cast<size_t>(call)]; }
@@ -167,6 +207,14 @@ public:
     const std::string &last_modify_reason() const { return last_modify_reason_; }
     /// Open contexts + PDs + MRs + CQs + SRQs + QPs + AHs + channels.
     size_t live_objects() const;
+    /// How many dereg_mr calls came while a posted receive (on an SRQ or a
+    /// QP) still pointed into the MR. The kernel allows it; a message
+    /// arriving then is written through a dead registration - into freed
+    /// memory once the buffer is freed. 0 when teardown runs in reverse
+    /// creation order (QPs and SRQs before their buffers).
+    size_t busy_deregs() const;
+    /// Completions waiting in `cq` (not consumed by poll_cq yet).
+    size_t cq_depth(const ibv_cq *cq) const;
 
     /// Implementation state (fake_verbs_state.h); not for tests.
     struct State;

@@ -206,6 +206,47 @@ ibv_wc_opcode wc_opcode(ibv_wr_opcode op) {
     }
 }
 
+/// The QP enters ERR: posted receives flush, and a QP attached to an SRQ
+/// raises Last WQE Reached (IBA o11-5.2.5; fake_verbs.h says which devices).
+void enter_error(FakeVerbs &f, FakeQpObj &q) {
+    flush_recvs(f, q);
+    while (!q.sq.empty()) {
+        const PostedWr &wr = q.sq.front();
+        cq_of(f, q.qp.send_cq)
+            .wcs.push_back(make_wc(q, wr.wr_id, IBV_WC_WR_FLUSH_ERR, wc_opcode(wr.opcode), 0));
+        q.sq.pop_front();
+    }
+    bool srq_kind =
+        q.kind == FakeQpKind::kRC || q.kind == FakeQpKind::kUC || q.kind == FakeQpKind::kUD;
+    if (q.qp.srq != nullptr && srq_kind && FakeOps::device_of(q.qp.context).raises_last_wqe) {
+        ibv_async_event e{};
+        e.event_type = IBV_EVENT_QP_LAST_WQE_REACHED;
+        e.element.qp = &q.qp;
+        FakeOps::queue_event(f, q.qp.context, e);
+    }
+}
+
+/// mlx5's __mlx5_cq_clean: removes `qpn`'s completions from `cq`, giving
+/// each consumed SRQ receive back to `srq`.
+void clean_cq(FakeVerbs &f, ibv_cq *cq, uint32_t qpn, ibv_srq *srq) {
+    auto &wcs = cq_of(f, cq).wcs;
+    for (auto it = wcs.begin(); it != wcs.end();) {
+        if (it->qp_num != qpn) {
+            ++it;
+            continue;
+        }
+        if (srq != nullptr && (it->opcode & IBV_WC_RECV) != 0) {
+            FakeSrqObj &s = *st(f).srqs.at(srq);
+            auto taken = s.taken.find(it->wr_id);
+            if (taken != s.taken.end()) {
+                s.posted.push_back(taken->second);
+                s.taken.erase(taken);
+            }
+        }
+        it = wcs.erase(it);
+    }
+}
+
 PostedWr record(const FakeQpObj &q, const ibv_send_wr &wr) {
     PostedWr p;
     p.qp_num = q.qp.qp_num;
@@ -213,6 +254,9 @@ PostedWr record(const FakeQpObj &q, const ibv_send_wr &wr) {
     p.opcode = wr.opcode;
     p.send_flags = wr.send_flags;
     p.sge.assign(wr.sg_list, wr.sg_list + wr.num_sge);
+    for (const auto &sge : p.sge) {
+        p.length += sge.length;
+    }
     p.imm_data = wr.imm_data;
     if (q.kind == FakeQpKind::kUD) {
         p.ah = wr.wr.ud.ah;
@@ -341,6 +385,13 @@ int FakeOps::destroy_qp(ibv_qp *qp) {
     if (it == s.qps.end()) {
         return fail_with(EINVAL);
     }
+    if (device_of(qp->context).cleans_cq_on_destroy) {
+        clean_cq(f, qp->recv_cq, qp->qp_num, qp->srq);
+        if (qp->send_cq != qp->recv_cq) {
+            clean_cq(f, qp->send_cq, qp->qp_num, nullptr);
+        }
+    }
+    drop_qp_events(f, qp->context, qp);
     --s.pds.at(qp->pd)->users;
     --s.cqs.at(qp->send_cq)->users;
     --s.cqs.at(qp->recv_cq)->users;
@@ -377,10 +428,11 @@ int FakeOps::modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask) {
     }
     if (next == IBV_QPS_RESET) {
         q.rq.clear();
+        q.sq.clear();
         q.applied_mask = 0;
         q.attr = ibv_qp_attr{};
-    } else if (next == IBV_QPS_ERR) {
-        flush_recvs(f, q);
+    } else if (next == IBV_QPS_ERR && qp->state != IBV_QPS_ERR) {
+        enter_error(f, q);
     }
     qp->state = next;
     return 0;
@@ -419,10 +471,7 @@ int FakeOps::post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
             return fail_with(err);
         }
         f.sends_.push_back(record(q, *wr));
-        uint32_t len = 0;
-        for (int i = 0; i < wr->num_sge; ++i) {
-            len += wr->sg_list[i].length;
-        }
+        uint32_t len = f.sends_.back().length;
         FakeCqObj &cq = cq_of(f, qp->send_cq);
         if (q.fail_next_send) {
             ibv_wc wc = make_wc(q, wr->wr_id, q.next_status, wc_opcode(wr->opcode), 0);
@@ -430,10 +479,12 @@ int FakeOps::post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
             cq.wcs.push_back(wc);
             q.fail_next_send = false;
             qp->state = IBV_QPS_ERR;
-            flush_recvs(f, q);
+            enter_error(f, q);
         } else if (qp->state == IBV_QPS_ERR) {
             cq.wcs.push_back(make_wc(q, wr->wr_id, IBV_WC_WR_FLUSH_ERR, wc_opcode(wr->opcode), 0));
-        } else if (st(f).auto_complete && (q.sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED))) {
+        } else if (!st(f).auto_complete) {
+            q.sq.push_back(f.sends_.back());
+        } else if (q.sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED)) {
             cq.wcs.push_back(make_wc(q, wr->wr_id, IBV_WC_SUCCESS, wc_opcode(wr->opcode), len));
         }
     }
@@ -495,6 +546,21 @@ void FakeVerbs::fail_next_send(ibv_qp *qp, ibv_wc_status status, uint32_t vendor
     q.next_vendor_err = vendor_err;
 }
 
+size_t FakeVerbs::complete_sends(ibv_qp *qp, size_t n) {
+    FakeQpObj &q = *st_->qps.at(qp);
+    size_t done = 0;
+    for (; done < n && !q.sq.empty(); ++done) {
+        const PostedWr &wr = q.sq.front();
+        if (q.sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED)) {
+            st_->cqs.at(qp->send_cq)
+                ->wcs.push_back(make_wc(q, wr.wr_id, IBV_WC_SUCCESS, wc_opcode(wr.opcode),
+                                        wr.length));
+        }
+        q.sq.pop_front();
+    }
+    return done;
+}
+
 bool FakeVerbs::deliver_recv(ibv_qp *qp, uint32_t byte_len, uint32_t src_qp, const uint32_t *imm) {
     FakeQpObj &q = *st_->qps.at(qp);
     std::deque<PostedWr> &queue = qp->srq != nullptr ? st_->srqs.at(qp->srq)->posted : q.rq;
@@ -509,6 +575,9 @@ bool FakeVerbs::deliver_recv(ibv_qp *qp, uint32_t byte_len, uint32_t src_qp, con
     }
     if (q.kind == FakeQpKind::kUD) {
         wc.wc_flags |= IBV_WC_GRH;
+    }
+    if (qp->srq != nullptr) {
+        st_->srqs.at(qp->srq)->taken[queue.front().wr_id] = queue.front();
     }
     queue.pop_front();
     st_->cqs.at(qp->recv_cq)->wcs.push_back(wc);

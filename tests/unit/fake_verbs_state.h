@@ -19,6 +19,10 @@ struct FakeContextObj {
     ibv_context ctx;
     FakeVerbs *owner;
     size_t device;      ///< index into State::devices
+    /// ctx.async_fd is an eventfd (semaphore mode) that counts the queued
+    /// async events, so it can be polled and made non-blocking like the real
+    /// one; closed with the context.
+    ~FakeContextObj();
 };
 
 struct FakeDeviceObj {
@@ -35,6 +39,9 @@ struct FakeCqObj {
 struct FakeSrqObj {
     ibv_srq srq{};
     std::deque<PostedWr> posted;
+    /// Receives consumed by a delivered message, by wr_id: what mlx5 gives
+    /// back to the SRQ when it removes the completion (destroy_qp).
+    std::map<uint64_t, PostedWr> taken;
     int users = 0;
 };
 
@@ -45,6 +52,7 @@ struct FakeQpObj {
     int applied_mask = 0;
     bool sq_sig_all = false;
     std::deque<PostedWr> rq;
+    std::deque<PostedWr> sq; ///< sends in flight (auto-completion off)
     bool fail_next_send = false;
     uint8_t lag_port = 0;   ///< mlx5dv_modify_qp_lag_port; reset by any state change
     uint16_t udp_sport = 0; ///< mlx5dv_modify_qp_udp_sport
@@ -89,6 +97,7 @@ struct FakeVerbs::State {
     std::map<const ibv_ah *, std::unique_ptr<FakeAhObj>> ahs;
     uint32_t next_qpn = 0x100;
     uint32_t next_key = 0x1000;
+    size_t busy_deregs = 0;
 };
 
 /// The VerbsApi entries. Each counts the call, applies a scripted failure
@@ -116,6 +125,11 @@ struct FakeOps {
     static ssize_t query_gid_table(ibv_context *ctx, ibv_gid_entry *e, size_t n, uint32_t flags);
     static int query_pkey(ibv_context *ctx, uint8_t port, int index, __be16 *pkey);
     static int get_async_event(ibv_context *ctx, ibv_async_event *e);
+    /// Queues `e` on `ctx`'s async events and counts it on the eventfd.
+    static void queue_event(FakeVerbs &f, ibv_context *ctx, const ibv_async_event &e);
+    /// Drops the queued events whose element is `qp` (the kernel does that
+    /// when the QP is destroyed: uverbs releases its uevent list).
+    static void drop_qp_events(FakeVerbs &f, ibv_context *ctx, const ibv_qp *qp);
     static ibv_pd *alloc_pd(ibv_context *ctx);
     static int dealloc_pd(ibv_pd *pd);
     static ibv_mr *reg_mr(ibv_pd *pd, void *addr, size_t len, int access);

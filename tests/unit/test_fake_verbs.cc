@@ -2,8 +2,13 @@
 // FakeVerbs models the hardware: the QP state machine and attribute masks,
 // the kernel's errno for bad attributes, posted work requests, scripted
 // completions and failures.
+#include <fcntl.h>
+#include <poll.h>
+
 #include <cerrno>
 #include <cstring>
+#include <tuple>
+#include <vector>
 
 #include "catch.h"
 #include "fake_verbs.h"
@@ -404,4 +409,239 @@ TEST_CASE("FakeVerbs: any call fails on demand; objects in use are EBUSY", "[fak
         e.ctx.reset();
         CHECK(live(e.fake) == 0); // every deleter really destroyed its object
     }
+}
+
+namespace {
+
+/// An RC QP on `srq` (or none) driven to RTS through the fake.
+verbs::Qp rc_in_rts(Env &e, const char *fixture_name, ibv_srq *srq) {
+    auto qp = e.qp(IBV_QPT_RC, srq);
+    REQUIRE(qp);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    REQUIRE(e.modify(qp.get(), a, kRcInit) == 0);
+    REQUIRE(e.modify(qp.get(), rc_rtr(testing::fixture(fixture_name), 1, qp->qp_num), kRcRtr) == 0);
+    REQUIRE(e.modify(qp.get(), rc_rts(), kRcRts) == 0);
+    return qp;
+}
+
+verbs::Srq make_srq(Env &e, uint32_t posted) {
+    const verbs::VerbsApi &api = e.fake.api();
+    ibv_srq_init_attr sa{};
+    sa.attr.max_wr = 16;
+    sa.attr.max_sge = 1;
+    verbs::Srq srq(api.create_srq(e.pd.get(), &sa), verbs::SrqDeleter{&api});
+    REQUIRE(srq);
+    for (uint32_t i = 0; i < posted; ++i) {
+        ibv_recv_wr rwr{};
+        rwr.wr_id = 100 + i;
+        ibv_recv_wr *bad = nullptr;
+        REQUIRE(api.post_srq_recv(srq.get(), &rwr, &bad) == 0);
+    }
+    return srq;
+}
+
+bool async_fd_readable(ibv_context *ctx) {
+    pollfd p{ctx->async_fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+}
+
+} // namespace
+
+TEST_CASE("FakeVerbs: an SRQ QP entering ERR raises Last WQE Reached on mlx5, not on rxe",
+          "[fake][teardown]") {
+    SECTION("mlx5: one event per entry into ERR, for SRQ QPs only, readable on the async fd") {
+        Env e("mlx5_lag");
+        const verbs::VerbsApi &api = e.fake.api();
+        auto srq = make_srq(e, 2);
+        auto with_srq = rc_in_rts(e, "mlx5_lag", srq.get());
+        auto without = rc_in_rts(e, "mlx5_lag", nullptr);
+        ibv_async_event ev{};
+        CHECK_FALSE(async_fd_readable(e.ctx.get()));
+        ibv_qp_attr err{};
+        err.qp_state = IBV_QPS_ERR;
+        REQUIRE(e.modify(without.get(), err, IBV_QP_STATE) == 0);
+        CHECK(api.get_async_event(e.ctx.get(), &ev) == -1); // no SRQ: no event
+        REQUIRE(e.modify(with_srq.get(), err, IBV_QP_STATE) == 0);
+        CHECK(async_fd_readable(e.ctx.get()));
+        REQUIRE(api.get_async_event(e.ctx.get(), &ev) == 0);
+        CHECK(ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED);
+        CHECK(ev.element.qp == with_srq.get());
+        CHECK_FALSE(async_fd_readable(e.ctx.get()));
+        REQUIRE(e.modify(with_srq.get(), err, IBV_QP_STATE) == 0); // ERR -> ERR: no new one
+        CHECK(api.get_async_event(e.ctx.get(), &ev) == -1);
+        CHECK(errno == EAGAIN);
+
+        // An error completion moves the QP to ERR as well.
+        auto failing = rc_in_rts(e, "mlx5_lag", srq.get());
+        e.fake.fail_next_send(failing.get(), IBV_WC_RETRY_EXC_ERR);
+        ibv_send_wr wr{};
+        wr.send_flags = IBV_SEND_SIGNALED;
+        ibv_send_wr *bad = nullptr;
+        REQUIRE(api.post_send(failing.get(), &wr, &bad) == 0);
+        REQUIRE(api.get_async_event(e.ctx.get(), &ev) == 0);
+        CHECK(ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED);
+        CHECK(ev.element.qp == failing.get());
+    }
+    SECTION("rxe (Linux 6.1): never") {
+        Env e("rxe_bond");
+        const verbs::VerbsApi &api = e.fake.api();
+        auto srq = make_srq(e, 2);
+        auto qp = rc_in_rts(e, "rxe_bond", srq.get());
+        ibv_qp_attr err{};
+        err.qp_state = IBV_QPS_ERR;
+        REQUIRE(e.modify(qp.get(), err, IBV_QP_STATE) == 0);
+        ibv_async_event ev{};
+        CHECK(api.get_async_event(e.ctx.get(), &ev) == -1);
+        CHECK(errno == EAGAIN);
+    }
+}
+
+TEST_CASE("FakeVerbs: destroy_qp removes the QP's completions on mlx5, not on rxe",
+          "[fake][teardown]") {
+    auto run = [](const char *fixture_name) {
+        Env e(fixture_name);
+        const verbs::VerbsApi &api = e.fake.api();
+        auto srq = make_srq(e, 2);
+        auto a = rc_in_rts(e, fixture_name, srq.get());
+        auto b = rc_in_rts(e, fixture_name, srq.get());
+        REQUIRE(e.fake.deliver_recv(a.get(), 64)); // takes SRQ receive 100
+        REQUIRE(e.fake.deliver_recv(b.get(), 32)); // takes 101
+        ibv_wc send_done{};
+        send_done.qp_num = a->qp_num;
+        send_done.opcode = IBV_WC_SEND;
+        e.fake.push_completion(e.cq.get(), send_done);
+        ibv_qp_attr err{};
+        err.qp_state = IBV_QPS_ERR;
+        REQUIRE(e.modify(a.get(), err, IBV_QP_STATE) == 0); // queues LAST_WQE (mlx5)
+        REQUIRE(e.fake.cq_depth(e.cq.get()) == 3);
+        uint32_t a_num = a->qp_num;
+        a.reset();
+        ibv_async_event ev{};
+        CHECK(api.get_async_event(e.ctx.get(), &ev) == -1); // dropped with the QP
+        std::vector<ibv_wc> left(4);
+        int n = api.poll_cq(e.cq.get(), 4, left.data());
+        left.resize(static_cast<size_t>(n > 0 ? n : 0));
+        // mlx5 gave receive 100 back to the SRQ: the next message takes it.
+        bool again = e.fake.deliver_recv(b.get(), 16);
+        ibv_wc next{};
+        uint64_t next_wr = again && api.poll_cq(e.cq.get(), 1, &next) == 1 ? next.wr_id : 0;
+        return std::make_tuple(left, a_num, next_wr);
+    };
+    SECTION("mlx5") {
+        auto [left, a_num, next_wr] = run("mlx5_lag");
+        REQUIRE(left.size() == 1); // only b's receive is left
+        CHECK(left[0].qp_num != a_num);
+        CHECK(left[0].wr_id == 101);
+        CHECK(next_wr == 100);
+    }
+    SECTION("rxe") {
+        auto [left, a_num, next_wr] = run("rxe_bond");
+        REQUIRE(left.size() == 3); // rxe's CQ is the user's ring: nothing removed
+        CHECK(left[0].qp_num == a_num);
+        CHECK(left[0].wr_id == 100);
+        CHECK(next_wr == 0); // 100 was consumed, 101 too: the SRQ is empty
+    }
+}
+
+TEST_CASE("FakeVerbs: teardown in the wrong order is visible to a test", "[fake][teardown]") {
+    verbs::note_destroy_failure(0);
+    Env e("mlx5_lag");
+    const verbs::VerbsApi &api = e.fake.api();
+    int flags = fcntl(e.ctx->async_fd, F_GETFL);
+    REQUIRE(flags >= 0); // a real fd, as rdma-core's
+    CHECK((flags & O_NONBLOCK) == 0);
+    REQUIRE(fcntl(e.ctx->async_fd, F_SETFL, flags | O_NONBLOCK) == 0);
+
+    // Buffers deregistered while receives still point into them.
+    char buf[256] = {};
+    verbs::Mr mr(api.reg_mr(e.pd.get(), buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE),
+                 verbs::MrDeleter{&api});
+    auto srq = make_srq(e, 0);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf), 64, mr->lkey};
+    ibv_recv_wr rwr{};
+    rwr.sg_list = &sge;
+    rwr.num_sge = 1;
+    ibv_recv_wr *bad = nullptr;
+    REQUIRE(api.post_srq_recv(srq.get(), &rwr, &bad) == 0);
+    mr.reset();
+    CHECK(e.fake.busy_deregs() == 1);
+    srq.reset();
+
+    // The context closed while its children live: EBUSY, and they stay.
+    auto qp = e.qp(IBV_QPT_RC);
+    REQUIRE(qp);
+    CHECK(api.close_device(e.ctx.get()) == EBUSY);
+    e.cq.reset(); // EBUSY too: the QP still completes into it
+    CHECK(verbs::last_destroy_errno() == EBUSY);
+    qp.reset();
+    CHECK(e.fake.live_objects() == 3); // context, PD and the CQ the deleter gave up on
+    verbs::note_destroy_failure(0);
+    e.pd.reset();
+    e.ctx.reset();
+    CHECK(verbs::last_destroy_errno() == EBUSY); // the CQ still holds the context
+    CHECK(e.fake.live_objects() == 2);
+}
+
+TEST_CASE("FakeVerbs: sends in flight complete on request, or flush when the QP enters ERR",
+          "[fake][datapath][teardown]") {
+    Env e("mlx5_lag");
+    const verbs::VerbsApi &api = e.fake.api();
+    e.fake.set_auto_complete_sends(false);
+    auto qp = rc_in_rts(e, "mlx5_lag", nullptr);
+    char buf[16] = {};
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf), 16, 0};
+    ibv_send_wr wr[3] = {};
+    for (int i = 0; i < 3; ++i) {
+        wr[i].wr_id = 20 + static_cast<uint64_t>(i);
+        wr[i].sg_list = &sge;
+        wr[i].num_sge = 1;
+        wr[i].opcode = i == 2 ? IBV_WR_RDMA_WRITE : IBV_WR_SEND;
+        wr[i].send_flags = i == 1 ? 0 : IBV_SEND_SIGNALED; // the middle one unsignaled
+        wr[i].next = i < 2 ? &wr[i + 1] : nullptr;
+    }
+    ibv_send_wr *bad = nullptr;
+    REQUIRE(api.post_send(qp.get(), wr, &bad) == 0);
+    CHECK(e.fake.cq_depth(e.cq.get()) == 0); // in flight
+    CHECK(e.fake.complete_sends(qp.get(), 1) == 1);
+    ibv_wc wc[4];
+    REQUIRE(api.poll_cq(e.cq.get(), 4, wc) == 1);
+    CHECK(wc[0].wr_id == 20);
+    CHECK(wc[0].status == IBV_WC_SUCCESS);
+    CHECK(wc[0].byte_len == 16u);
+    ibv_qp_attr err{};
+    err.qp_state = IBV_QPS_ERR;
+    REQUIRE(e.modify(qp.get(), err, IBV_QP_STATE) == 0);
+    REQUIRE(api.poll_cq(e.cq.get(), 4, wc) == 2); // both flush, signaled or not
+    CHECK(wc[0].wr_id == 21);
+    CHECK(wc[0].status == IBV_WC_WR_FLUSH_ERR);
+    CHECK(wc[1].wr_id == 22);
+    CHECK(wc[1].opcode == IBV_WC_RDMA_WRITE);
+    CHECK(e.fake.complete_sends(qp.get(), 5) == 0);
+}
+
+TEST_CASE("verbs handles: a failed destroy is logged with the verb, the errno and the object",
+          "[fake][handles]") {
+    Env env("rxe_bond");
+    const verbs::VerbsApi &api = env.fake.api();
+    util::CaptureSink log;
+    {
+        verbs::Cq cq(api.create_cq(env.ctx.get(), 8, nullptr, nullptr, 0),
+                     verbs::CqDeleter{&api, &log});
+        REQUIRE(cq);
+        env.fake.fail(Call::kDestroyCq, EBUSY);
+    } // the deleter runs here, and fails
+    CHECK(verbs::last_destroy_errno() == EBUSY);
+    REQUIRE(log.lines().size() == 1);
+    CHECK(log.lines()[0].level == util::LogLevel::kWarn);
+    CHECK(log.lines()[0].text.find("ibv_destroy_cq(CQ of ") == 0);
+    CHECK(log.contains("failed: Device or resource busy (16)"));
+    // Without a sink the failure is only recorded, as before.
+    {
+        verbs::Cq cq(api.create_cq(env.ctx.get(), 8, nullptr, nullptr, 0), verbs::CqDeleter{&api});
+        env.fake.fail(Call::kDestroyCq, EIO);
+    }
+    CHECK(verbs::last_destroy_errno() == EIO);
+    CHECK(log.lines().size() == 1);
 }

@@ -360,7 +360,7 @@ TEST_CASE("match: messages for a communicator not created yet wait for add_comm"
 
     auto m = make(2);
     std::vector<uintptr_t> refused;
-    auto st = early.transfer(7, *m, [&](void *payload, const roce::util::Status &) {
+    auto st = early.transfer(7, *m, [&](void *payload, Verdict, const roce::util::Status &) {
         refused.push_back(id_of(payload));
     });
     CHECK(st.is_ok());
@@ -377,7 +377,7 @@ TEST_CASE("match: messages for a communicator not created yet wait for add_comm"
     // The next message from source 1 is seq 3.
     CHECK(deliver(*m, 1, 3, 3, 203).kind == ArrivalKind::kQueued);
     // Nothing held for a context: transfer is a no-op.
-    CHECK(early.transfer(9, *m, [](void *, const roce::util::Status &) {}).is_ok());
+    CHECK(early.transfer(9, *m, [](void *, Verdict, const roce::util::Status &) {}).is_ok());
 }
 
 TEST_CASE("match: early messages a communicator refuses are handed back", "[match]") {
@@ -387,20 +387,23 @@ TEST_CASE("match: early messages a communicator refuses are handed back", "[matc
     REQUIRE(early.hold(5, Envelope{0, 3, 0}, ptr(3)).is_ok()); // duplicate
     auto m = make(2);
     std::vector<uintptr_t> refused;
-    auto st = early.transfer(5, *m, [&](void *payload, const roce::util::Status &why) {
+    std::vector<Verdict> verdicts;
+    auto st = early.transfer(5, *m, [&](void *payload, Verdict v, const roce::util::Status &why) {
         refused.push_back(id_of(payload));
+        verdicts.push_back(v);
         CHECK(why.code() == roce::util::Code::kProtocol);
     });
     CHECK_FALSE(st.is_ok());
     CHECK(st.message().find("source 4") != std::string::npos);
     CHECK(refused == std::vector<uintptr_t>{1, 3});
+    CHECK(verdicts == std::vector<Verdict>{Verdict::kBadSource, Verdict::kDuplicate});
     CHECK(m->unexpected_count() == 1);
 
     // A matcher with posted receives is refused before anything moves.
     REQUIRE(early.hold(6, Envelope{0, 3, 0}, ptr(4)).is_ok());
     auto m2 = make(2);
     post_ok(*m2, 0, 9, 1);
-    st = early.transfer(6, *m2, [](void *, const roce::util::Status &) {});
+    st = early.transfer(6, *m2, [](void *, Verdict, const roce::util::Status &) {});
     CHECK(st.code() == roce::util::Code::kInternal);
     CHECK(early.count(6) == 1);
     std::vector<uintptr_t> released;

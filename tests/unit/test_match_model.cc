@@ -195,7 +195,7 @@ private:
         }
         note("create", c, c.size, c.overtake, static_cast<uint32_t>(c.max_idle), c.early.size());
         roce::util::Status st =
-            early_.transfer(c.context, *c.engine, [&](void *, const roce::util::Status &why) {
+            early_.transfer(c.context, *c.engine, [&](void *, Verdict, const roce::util::Status &why) {
                 check(false, why.message().c_str());
             });
         check(st.is_ok(), "transfer of early messages");

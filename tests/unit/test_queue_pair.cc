@@ -15,6 +15,7 @@
 #include "qp/queue_pair.h"
 #include "topo/readers.h"
 #include "util/log.h"
+#include "util/strings.h"
 
 using namespace roce;
 using qp::QpType;
@@ -376,5 +377,47 @@ TEST_CASE("set_lag_port: queue affinity is set after RTS, verified, and lost on 
         err.qp_state = IBV_QPS_ERR;
         REQUIRE(b.fake.api().modify_qp(rc.get(), &err, IBV_QP_STATE) == 0);
         CHECK(b.fake.qp_lag_port(rc.get()) == 0);
+    }
+}
+
+TEST_CASE("QueuePair: to_error flushes and destroy reports its failure", "[qp][teardown]") {
+    Bench b("mlx5_lag");
+    select::Selection sel = selection_for("mlx5_lag", 5);
+    qp::RemoteEnd peer{b.fake.device("mlx5_bond_0").ports[0].gids.at(5).gid, 0x123, 7};
+
+    SECTION("ERR from any state but RESET; the QP is then destroyed") {
+        qp::QueuePair rc = b.make(QpType::kRC, sel);
+        util::Status reset_to_err = rc.to_error();
+        CHECK(reset_to_err.sys_errno() == EINVAL); // RESET -> ERR is no transition
+        CHECK(reset_to_err.message().find("ibv_modify_qp(RC, RESET->ERR) on mlx5_bond_0 qpn 0x") ==
+              0);
+        CHECK(rc.state() == IBV_QPS_RESET);
+        REQUIRE(rc.to_init().is_ok());
+        REQUIRE(rc.to_rtr(&peer).is_ok());
+        REQUIRE(rc.to_rts().is_ok());
+        REQUIRE(rc.to_error().is_ok());
+        CHECK(rc.state() == IBV_QPS_ERR);
+        CHECK(b.fake.qp_state(rc.get()) == IBV_QPS_ERR);
+        CHECK(rc.to_error().is_ok()); // ERR -> ERR is allowed
+        size_t live = b.fake.live_objects();
+        REQUIRE(rc.destroy().is_ok());
+        CHECK(rc.get() == nullptr);
+        CHECK(b.fake.live_objects() == live - 1);
+        CHECK(rc.destroy().is_ok()); // nothing left to destroy
+    }
+    SECTION("a failed destroy names the verb, the QP and the errno; the handle is let go") {
+        verbs::note_destroy_failure(0);
+        qp::QueuePair rc = b.make(QpType::kRC, sel);
+        uint32_t qpn = rc.get()->qp_num;
+        b.fake.fail(Call::kDestroyQp, EIO);
+        util::Status s = rc.destroy();
+        REQUIRE_FALSE(s.is_ok());
+        CHECK(s.message() == util::format("ibv_destroy_qp(RC) on mlx5_bond_0 qpn 0x%x failed: "
+                                          "Input/output error (5)",
+                                          qpn));
+        CHECK(s.sys_errno() == EIO);
+        CHECK(verbs::last_destroy_errno() == EIO);
+        CHECK(rc.get() == nullptr);
+        verbs::note_destroy_failure(0);
     }
 }

@@ -1,0 +1,185 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#include "pml_roce_rndv.h"
+
+#include <algorithm>
+#include <iterator>
+
+namespace roce::pml::rndv {
+
+const char *outcome_name(Outcome o) noexcept {
+    switch (o) {
+    case Outcome::kAccepted:
+        return "accepted";
+    case Outcome::kDuplicate:
+        return "duplicate";
+    case Outcome::kUnknown:
+        return "unknown request id";
+    case Outcome::kWrongState:
+        return "request not waiting for it";
+    case Outcome::kOutOfRange:
+        return "bytes outside the range asked for";
+    case Outcome::kOverlap:
+        return "overlaps bytes that already arrived";
+    case Outcome::kTooFragmented:
+        return "too many separate pieces";
+    case Outcome::kNoMemory:
+        return "out of memory";
+    }
+    return "?";
+}
+
+void FragAccount::open(uint64_t lo, uint64_t hi, void *owner) noexcept {
+    lo_ = lo;
+    hi_ = hi;
+    prefix_ = lo;
+    ahead_.clear();
+    if (ahead_.capacity() > 64) {
+        // A message that arrived in many pieces (or a forger) does not
+        // leave its memory with the request for the next one.
+        std::vector<Range>().swap(ahead_);
+    }
+    arrived_ = 0;
+    unpacking_ = 0;
+    complete_ = false;
+    owner_ = owner;
+}
+
+Outcome FragAccount::admit(uint64_t offset, uint64_t len) noexcept {
+    if (complete_) {
+        return Outcome::kDuplicate;
+    }
+    if (len == 0 || offset < lo_ || offset > hi_ || len > hi_ - offset) {
+        return Outcome::kOutOfRange;
+    }
+    const uint64_t end = offset + len; // <= hi_: no overflow
+    if (end <= prefix_) {
+        return Outcome::kDuplicate;
+    }
+    if (offset < prefix_) {
+        return Outcome::kOverlap;
+    }
+    // The first piece ending after `offset`, and its predecessor.
+    auto next = std::upper_bound(ahead_.begin(), ahead_.end(), offset,
+                                 [](uint64_t o, const Range &r) { return o < r.end; });
+    if (next != ahead_.end() && next->begin <= offset) {
+        return end <= next->end ? Outcome::kDuplicate : Outcome::kOverlap;
+    }
+    if (next != ahead_.end() && next->begin < end) {
+        return Outcome::kOverlap;
+    }
+    // New bytes: [offset, end) touches nothing that arrived, except maybe
+    // at its ends, where it joins.
+    if (offset == prefix_) {
+        prefix_ = end;
+        if (next != ahead_.end() && next->begin == prefix_) {
+            prefix_ = next->end;
+            ahead_.erase(next); // next is the first piece (nothing lies between)
+        }
+    } else {
+        bool joins_prev = next != ahead_.begin() && std::prev(next)->end == offset;
+        bool joins_next = next != ahead_.end() && next->begin == end;
+        if (joins_prev && joins_next) {
+            std::prev(next)->end = next->end;
+            ahead_.erase(next);
+        } else if (joins_prev) {
+            std::prev(next)->end = end;
+        } else if (joins_next) {
+            next->begin = offset;
+        } else {
+            if (ahead_.size() >= kMaxPieces) {
+                return Outcome::kTooFragmented;
+            }
+            try {
+                ahead_.insert(next, Range{offset, end});
+            } catch (...) {
+                return Outcome::kNoMemory;
+            }
+        }
+    }
+    arrived_ += len;
+    ++unpacking_;
+    return Outcome::kAccepted;
+}
+
+bool FragAccount::settle() noexcept {
+    --unpacking_;
+    if (!complete_ && unpacking_ == 0 && arrived_ == hi_ - lo_) {
+        complete_ = true;
+        return true;
+    }
+    return false;
+}
+
+uint64_t FragTable::open(FragAccount &a, uint64_t lo, uint64_t hi, void *owner) noexcept {
+    a.open(lo, hi, owner);
+    a.id_ = ids_.insert(&a);
+    return a.id_;
+}
+
+FragTable::Admission FragTable::admit(uint64_t id, uint64_t offset, uint64_t len) noexcept {
+    HandleTable::Lookup l = ids_.lookup(id);
+    if (l.state == HandleTable::State::kClosed) {
+        return {Outcome::kDuplicate, nullptr};
+    }
+    if (l.state == HandleTable::State::kNever) {
+        return {Outcome::kUnknown, nullptr};
+    }
+    auto *a = static_cast<FragAccount *>(l.object);
+    return {a->admit(offset, len), a};
+}
+
+bool FragTable::settle(FragAccount &a) noexcept {
+    if (!a.settle()) {
+        return false;
+    }
+    ids_.erase(a.id_);
+    return true;
+}
+
+uint64_t AnswerTable::open(void *request) noexcept {
+    return ids_.insert(request);
+}
+
+namespace {
+
+Outcome not_live(HandleTable::State s) noexcept {
+    return s == HandleTable::State::kClosed ? Outcome::kDuplicate : Outcome::kUnknown;
+}
+
+} // namespace
+
+AnswerTable::Claim AnswerTable::claim_ack(uint64_t id, uint64_t offset, uint64_t size) noexcept {
+    HandleTable::Lookup l = ids_.lookup(id);
+    if (l.state != HandleTable::State::kLive) {
+        return {not_live(l.state), nullptr};
+    }
+    void *r = l.object;
+    SendView v = view_(r);
+    if (v.phase != SendPhase::kWaitAck && v.phase != SendPhase::kWaitFin) {
+        return {Outcome::kWrongState, r};
+    }
+    if (offset > v.total || size > v.total - offset) {
+        return {Outcome::kOutOfRange, r};
+    }
+    ids_.erase(id);
+    return {Outcome::kAccepted, r};
+}
+
+AnswerTable::Claim AnswerTable::claim_fin(uint64_t id, uint64_t size) noexcept {
+    HandleTable::Lookup l = ids_.lookup(id);
+    if (l.state != HandleTable::State::kLive) {
+        return {not_live(l.state), nullptr};
+    }
+    void *r = l.object;
+    SendView v = view_(r);
+    if (v.phase != SendPhase::kWaitFin) {
+        return {Outcome::kWrongState, r};
+    }
+    if (size > v.total) {
+        return {Outcome::kOutOfRange, r};
+    }
+    ids_.erase(id);
+    return {Outcome::kAccepted, r};
+}
+
+} // namespace roce::pml::rndv

@@ -1,0 +1,188 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+// The rendezvous bookkeeping of the pml, without MPI types (libpml_roce_pure.la):
+// what the receiver does with a FRAG and what the sender does with an ACK
+// or FIN, once their headers decoded. The pml calls exactly this code under
+// its id lock; tests/unit/test_pml_rndv.cc drives it with random sequences
+// of valid, duplicated, reordered, truncated and forged messages.
+//
+//   receiver: RNDV matched (or RGET falls back) -> FragTable::open -> ACK {id, offset, size}
+//             FRAG {id, offset, bytes} -> FragTable::admit -> unpack -> FragTable::settle
+//   sender:   RNDV/RGET header sent -> AnswerTable::open (its id goes in the header)
+//             ACK / FIN {id, ...} -> AnswerTable::claim_ack / claim_fin
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "pml_roce_handles.h"
+
+namespace roce::pml::rndv {
+
+/// What became of a protocol message naming a request. Everything but
+/// kAccepted means: drop the message, change nothing.
+enum class Outcome : uint8_t {
+    kAccepted = 0,  ///< act on it
+    kDuplicate,     ///< nothing new: every byte of the FRAG arrived already, or the id
+                    ///< was issued before and has been closed (a late copy)
+    kUnknown,       ///< the id was never issued (forged or corrupted)
+    kWrongState,    ///< the request is live but not waiting for this kind of message
+    kOutOfRange,    ///< bytes outside what the request asked for, or outside the message
+    kOverlap,       ///< a FRAG that partly overlaps bytes that already arrived
+    kTooFragmented, ///< a FRAG that would leave more than kMaxPieces separate ranges
+    kNoMemory,      ///< no memory to record the FRAG
+};
+
+/// Short stable name of an outcome ("duplicate", ...), for messages.
+const char *outcome_name(Outcome o) noexcept;
+
+/// The receiver's accounting of the FRAGs of one receive: the range of
+/// message bytes it asked for, [lo, hi), and what arrived of it. Part of
+/// the pml's RecvRequest (one per request, reused for each message).
+///
+/// Thread safety: none; the pml calls it under its id lock.
+class FragAccount {
+public:
+    /// The most separate ranges of arrived bytes tracked beyond the
+    /// contiguous start; a FRAG that would need more is refused
+    /// (kTooFragmented). An honest sender keeps a handful of FRAGs of one
+    /// message in flight (pml_roce_pipeline_depth, 8 by default, at most
+    /// 1024), so gaps stay far below this; the cap bounds what a forger
+    /// can make a receive store (16 bytes a range).
+    static constexpr std::size_t kMaxPieces = 4096;
+
+    /// Starts a message: the FRAGs must bring [lo, hi) (lo < hi).
+    void open(uint64_t lo, uint64_t hi, void *owner) noexcept;
+
+    /// Checks a FRAG of `len` bytes at `offset` and, when kAccepted,
+    /// records its bytes as arrived and the FRAG as being unpacked (call
+    /// settle() when done). Never trusts the numbers: an empty FRAG or any
+    /// byte outside [lo, hi) is kOutOfRange; bytes that all arrived already
+    /// (even while the first copy is still being unpacked) kDuplicate; some
+    /// but not all of them kOverlap; nothing is recorded then. O(log p + p)
+    /// for p = pieces(), O(1) for FRAGs arriving in order.
+    Outcome admit(uint64_t offset, uint64_t len) noexcept;
+
+    /// One admitted FRAG has been unpacked. True exactly once: when every
+    /// byte of [lo, hi) arrived exactly once and nothing is being unpacked
+    /// any more.
+    bool settle() noexcept;
+
+    uint64_t lo() const noexcept { return lo_; }
+    uint64_t hi() const noexcept { return hi_; }
+    uint64_t arrived() const noexcept { return arrived_; }
+    bool complete() const noexcept { return complete_; }
+    /// Separate ranges of arrived bytes beyond the contiguous start.
+    std::size_t pieces() const noexcept { return ahead_.size(); }
+    void *owner() const noexcept { return owner_; }
+    uint64_t id() const noexcept { return id_; }
+
+private:
+    friend class FragTable;
+    struct Range {
+        uint64_t begin, end;
+    };
+    uint64_t lo_ = 0;
+    uint64_t hi_ = 0;
+    uint64_t prefix_ = 0;      ///< [lo_, prefix_) arrived
+    std::vector<Range> ahead_; ///< arrived beyond prefix_: sorted, disjoint, not touching
+    uint64_t arrived_ = 0;
+    uint32_t unpacking_ = 0;
+    bool complete_ = false;
+    void *owner_ = nullptr;
+    uint64_t id_ = 0;
+};
+
+/// Receives waiting for FRAGs, by the id their ACK told the sender.
+///
+/// Thread safety: none; the pml serialises calls with its id lock. The
+/// FragAccounts are the caller's and must outlive their registration
+/// (from open() to the settle() that returns true).
+class FragTable {
+public:
+    /// Opens `a` for [lo, hi) on behalf of `owner` and registers it.
+    /// Returns its id for the ACK (never 0); 0 when out of memory.
+    uint64_t open(FragAccount &a, uint64_t lo, uint64_t hi, void *owner) noexcept;
+
+    struct Admission {
+        /// kUnknown: never issued; kDuplicate with no account: closed.
+        Outcome outcome;
+        /// The live receive the id names (also when its FRAG is refused, to
+        /// describe the refusal); nullptr when the id names none.
+        FragAccount *account;
+    };
+    /// Looks the FRAG's id up and admits its bytes (FragAccount::admit).
+    /// An id closed before (the receive completed: a late copy) gives
+    /// kDuplicate, an id never issued kUnknown; neither touches any
+    /// FragAccount, so a FRAG for a finished receive never reaches its
+    /// memory.
+    Admission admit(uint64_t id, uint64_t offset, uint64_t len) noexcept;
+
+    /// FragAccount::settle; when it returns true the id is closed (later
+    /// FRAGs naming it are refused) and the receive is the caller's again.
+    bool settle(FragAccount &a) noexcept;
+
+    std::size_t live() const noexcept { return ids_.live(); }
+    std::size_t capacity() const noexcept { return ids_.capacity(); }
+
+private:
+    HandleTable ids_;
+};
+
+/// The sender's protocol state of a send request.
+enum class SendPhase : uint8_t {
+    kIdle,
+    kEagerPending,  ///< waiting for a descriptor to send the eager fragment
+    kHeaderPending, ///< waiting for a descriptor to send the RNDV/RGET header
+    kWaitAck,       ///< RNDV sent: waiting for the receiver's ACK
+    kWaitFin,       ///< RGET sent: waiting for FIN (or a fallback ACK)
+    kPipeline,      ///< sending FRAGs for the range an ACK asked for
+};
+
+/// What the answer checks read of a send request.
+struct SendView {
+    SendPhase phase;
+    uint64_t total; ///< packed bytes of the message
+};
+/// Reads the view of one of the caller's send requests.
+using ViewFn = SendView (*)(const void *request) noexcept;
+
+/// Sends waiting for the receiver's answer (ACK or FIN), by the id their
+/// header carried. An answer is accepted at most once: the id is closed by
+/// the claim that accepts it.
+///
+/// Thread safety: none; the pml serialises calls with its id lock.
+class AnswerTable {
+public:
+    explicit AnswerTable(ViewFn view) noexcept : view_(view) {}
+
+    /// Registers a send request; its id (never 0), 0 when out of memory.
+    uint64_t open(void *request) noexcept;
+
+    struct Claim {
+        Outcome outcome;
+        /// The live send the id names (also when its answer is refused, to
+        /// describe the refusal); nullptr when none. Accepted: the id is
+        /// closed and the request is the caller's.
+        void *request;
+    };
+    /// An ACK: the receiver wants [offset, offset + size) of the message
+    /// (size 0: nothing more, the send is complete). Accepted when the
+    /// request waits for an ACK or a FIN (RGET fallback) and the range lies
+    /// within the message. An id accepted before (a copy of the answer)
+    /// gives kDuplicate, an id never issued kUnknown.
+    Claim claim_ack(uint64_t id, uint64_t offset, uint64_t size) noexcept;
+    /// A FIN: the receiver got `size` bytes by RDMA. Accepted when the
+    /// request waits for a FIN and `size` is at most the message length;
+    /// kDuplicate and kUnknown as for claim_ack.
+    Claim claim_fin(uint64_t id, uint64_t size) noexcept;
+
+    std::size_t live() const noexcept { return ids_.live(); }
+    std::size_t capacity() const noexcept { return ids_.capacity(); }
+
+private:
+    ViewFn view_;
+    HandleTable ids_;
+};
+
+} // namespace roce::pml::rndv
