@@ -19,7 +19,8 @@
 #      (docs/testing.md). A plain distcheck would only rebuild and rerun
 #      what steps 1-2 already did.
 #   5. the VM integration suite (make vmcheck: soft-RoCE over real bonds in
-#      QEMU guests, about 20 minutes on 2 cores; docs/vmtest.md). It needs
+#      QEMU guests, and pml roce over btl roce across two of them with a
+#      cable pull; 20-30 minutes on 2 cores; docs/vmtest.md). It needs
 #      root; ROCE_TEST_VM=0 leaves it out (said so at the end).
 # Each step prints the seconds since the start; the last line the total.
 # Exit status 0 only when all of them pass.
