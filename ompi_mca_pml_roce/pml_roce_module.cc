@@ -267,7 +267,7 @@ int register_callbacks() noexcept {
             return rc;
         }
     }
-    return mca_bml.bml_register_error(btl_error);
+    return OMPI_SUCCESS;
 }
 
 // Kept items for unexpected fragments up to the largest eager fragment any
@@ -340,6 +340,19 @@ int mca_pml_roce_add_procs(ompi_proc_t **procs, size_t nprocs) noexcept {
         rc = mca_bml.bml_add_procs(nprocs, procs, &reachable);
     }
     OBJ_DESTRUCT(&reachable);
+    // The error callback goes to every btl module the bml knows, and the bml
+    // learns its modules in its first add_procs: registered from enable()
+    // (before any add_procs) it reached no btl, so a btl's fatal error (a
+    // peer lost for good) went nowhere and the job hung instead of ending.
+    // Registering again is harmless: it replaces the same pointer.
+    if (rc == OMPI_SUCCESS || rc == OMPI_ERR_UNREACH) {
+        int erc = mca_bml.bml_register_error(btl_error);
+        if (erc != OMPI_SUCCESS) {
+            opal_output(0, "pml roce [%s]: error: registering the pml's btl error callback failed (%d)",
+                        host_name(), erc);
+            return erc;
+        }
+    }
     if (rc == OMPI_ERR_UNREACH) {
         for (size_t i = 0; i < nprocs; ++i) {
             if (procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_BML] == nullptr) {

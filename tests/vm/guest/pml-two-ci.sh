@@ -7,7 +7,9 @@
 #   2. tests/mpi/stress with the active member's cable pulled and replugged
 #      (lib/btl.sh stress_cut): 0 data errors; the traffic moved to the
 #      surviving member (tx_bytes); the btl's path failed and reconnected
-#      (its warnings and per-path counters).
+#      (its warnings and per-path counters);
+#   3. both cables pulled for good during stress: the job ends with the
+#      pml's fatal error naming btl roce, not a hang.
 . "$(dirname "$0")/../lib/check.sh"
 . "$VMTEST_LIB/fabric.sh"
 . "$VMTEST_LIB/btl.sh"
@@ -107,9 +109,39 @@ ci_cut_failover() {
     [ "$rc" -ge 1 ] || die "no path reconnected"
 }
 
+# Both cables pulled for good: the peer is lost. The btl gives up on the
+# endpoint after btl_roce_connect_timeout (PEER_LOST_TIMEOUT s) and reports
+# it to the pml as fatal; the pml must end the job with an error that names
+# it, not leave it hanging (before the fix the pml registered its error
+# callback before the bml knew any btl, so the report went nowhere).
+PEER_LOST_TIMEOUT=10
+ci_peer_lost() {
+    local log=$LOGS/peer-lost t0 rc
+    STRESS_LOG=$log
+    ROCE_TEST_SECONDS=900 BTL_CONNECT_TIMEOUT=$PEER_LOST_TIMEOUT MPI_LIMIT=600 \
+        mpi "$log" -np 2 --hostfile "$VMTEST_HOSTFILE" "$MPI_BIN/stress" &
+    pid=$!
+    wait_for 600 "stress t >= 10 s" t_at_least 10
+    kill -0 "$pid" 2>/dev/null || die "stress ended before the pull: $(tail -3 "$log.err")"
+    vmtest-fault cut 0 && vmtest-fault cut 1 || die "vmtest-fault cut failed"
+    t0=$SECONDS
+    note "both members cut at utc $(date -u +%T) (stress t=$(stress_t) s)"
+    wait "$pid"
+    rc=$?
+    vmtest-fault restore 0 && vmtest-fault restore 1 || die "vmtest-fault restore failed"
+    note "the job ended $((SECONDS - t0)) s after both cables were out, mpirun exit $rc"
+    grep -E 'fatal|connection to .* failed' "$log.err" | head -4 | sed 's/^/note: /'
+    [ "$rc" != 124 ] && [ "$rc" != 137 ] || die "the job hung until the ${MPI_LIMIT:-600} s limit"
+    [ "$rc" != 0 ] || die "the job passed although its peer was gone"
+    grep -q -E '^stress: PASS' "$log.out" && die "stress says PASS"
+    grep -q -E 'pml roce \[[^]]*\]: fatal: ' "$log.err" ||
+        die "no 'pml roce [host]: fatal:' line on stderr (logs $log.{out,err})"
+}
+
 check pml-ci-env 120 ci_env
 check pml-ci-core 600 ci_core
 check pml-ci-stress-cut $((STRESS_SECONDS * 4 + 400)) ci_stress_cut
 check pml-ci-cut-moved 60 ci_cut_moved
 check pml-ci-cut-failover 30 ci_cut_failover
+check pml-ci-peer-lost 900 ci_peer_lost
 finish
