@@ -1,6 +1,7 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #include "netmon/event.h"
 
+#include "util/json.h"
 #include "util/strings.h"
 
 namespace roce::netmon {
@@ -66,31 +67,6 @@ bool is_netdev_level(EventKind k) {
     }
 }
 
-std::string json_escape(const std::string &s) {
-    std::string out;
-    out.reserve(s.size() + 2);
-    for (char c : s) {
-        switch (c) {
-        case '"':
-            out += "\\\"";
-            break;
-        case '\\':
-            out += "\\\\";
-            break;
-        case '\n':
-            out += "\\n";
-            break;
-        default:
-            if (static_cast<unsigned char>(c) < 0x20) {
-                out += util::format("\\u%04x", c);
-            } else {
-                out += c;
-            }
-        }
-    }
-    return out;
-}
-
 std::string address_text(const topo::AddressInfo &a) {
     return a.address.to_string() + "/" + std::to_string(a.prefix_len);
 }
@@ -152,7 +128,7 @@ std::string to_json(const Event &e) {
     std::string s = util::format("{\"seq\":%llu,\"event\":\"%s\"",
                                  static_cast<unsigned long long>(e.seq), to_string(e.kind));
     auto str = [&s](const char *key, const std::string &v) {
-        s += util::format(",\"%s\":\"", key) + json_escape(v) + "\"";
+        s += util::format(",\"%s\":", key) + util::Json(v).dump(); // quoted, escaped
     };
     if (e.ifindex != 0) {
         s += util::format(",\"ifindex\":%d", e.ifindex);
@@ -184,8 +160,8 @@ std::string to_json(const Event &e) {
     if (!e.rdma.empty()) {
         s += ",\"rdma\":[";
         for (size_t i = 0; i < e.rdma.size(); ++i) {
-            s += util::format("%s\"%s:%d\"", i ? "," : "", json_escape(e.rdma[i].device).c_str(),
-                              e.rdma[i].port);
+            s += i ? "," : "";
+            s += util::Json(e.rdma[i].device + ":" + std::to_string(e.rdma[i].port)).dump();
         }
         s += "]";
     }
