@@ -67,8 +67,19 @@ else
         bad "expected 2 'btl roce: not used' lines at btl_base_verbose 100, got $n" "$work/vout"
     fi
 
-    run --mca btl_roce_gid_index -7 >"$work/gout" 2>"$work/gerr"
-    rc=$?
+    # Open MPI 4.1.4's relay of help messages from the ranks to mpirun loses
+    # some under load: mpirun prints "ORTE_ERROR_LOG: Data unpack would read
+    # past end of buffer in file .../show_help.c" instead (btl tcp's own
+    # --mca btl_tcp_if_include nosuch0 warning went missing the same way in 1
+    # of 6 runs here). Only then is the job run again, at most 3 times; the
+    # message must still come out.
+    for try in 1 2 3; do
+        run --mca btl_roce_gid_index -7 >"$work/gout" 2>"$work/gerr"
+        rc=$?
+        grep -q 'btl_roce_gid_index = -7 is invalid' "$work/gerr" && break
+        grep -q 'ORTE_ERROR_LOG: .* show_help\.c' "$work/gerr" || break
+        echo "note: try $try: Open MPI lost the help message (show_help.c relay error); running again"
+    done
     if [ $rc = 0 ] && grep -q 'btl_roce_gid_index = -7 is invalid: allowed values are -1 (automatic) or a GID table index 0..65535' "$work/gerr"; then
         ok "btl_roce_gid_index -7: clear error, job unharmed (exit 0)"
     else
