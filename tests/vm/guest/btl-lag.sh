@@ -18,48 +18,6 @@ export ROCE_TEST_MAX_BYTES=${BTL_MAX_BYTES:-256K} ROCE_BENCH_REPS=1 ROCE_BENCH_M
 bond_field() { on "$1" "sed -n 's/^[[:space:]]*$2: //p' /proc/net/bonding/$VMTEST_BOND | head -n1"; }
 ports_in_aggregator() { [ "$(bond_field node1 'Number of ports')$(bond_field node2 'Number of ports')" = "$1$1" ]; }
 
-# mpi LOG MPIRUN-ARGS...: mpirun (bounded) with our btl, verbose BTL_VERBOSE
-# (default 10: path counters and GID choices at finalize go to stderr; 50 adds
-# each peer's GID choice); LOG.out / LOG.err. Forwards the test knobs that are
-# set (mpirun warns on stderr about a -x of an unset variable).
-mpi() {
-    local log=$1 v
-    local fwd=(-x OMPI_MCA_mca_base_component_path)
-    shift
-    for v in ROCE_TEST_SECONDS ROCE_TEST_SCALE ROCE_TEST_MAX_BYTES ROCE_BENCH_REPS ROCE_BENCH_MIN_BYTES ROCE_BENCH_SIZES; do
-        [ -n "${!v+set}" ] && fwd+=(-x "$v")
-    done
-    timeout -k 10 "${MPI_LIMIT:-600}" mpirun "${fwd[@]}" \
-        --mca pml ob1 --mca btl "$BTL" --mca btl_roce_verbose "${BTL_VERBOSE:-10}" \
-        ${BTL_CONNECT_TIMEOUT:+--mca btl_roce_connect_timeout "$BTL_CONNECT_TIMEOUT"} \
-        "$@" >"$log.out" 2>"$log.err"
-    local rc=$?
-    reap
-    return $rc
-}
-
-# reap: ranks of ours that outlived their mpirun (a timed-out run) would spin
-# on the one vCPU and starve the next run: list them and kill them by PID.
-reap() {
-    local n pids
-    for n in $VMTEST_NODES; do
-        pids=$(on "$n" "ps -eo pid=,args= | awk '\$2 ~ \"^$ROCE_BUILDDIR/tests/\" { print \$1 }'")
-        [ -n "$pids" ] || continue
-        echo "$n: killing leftover ranks $(echo $pids)"
-        on "$n" "kill -9 $(echo $pids)" 2>/dev/null
-    done
-}
-
-# Lines on stderr that are not the btl's verbose output (verbose lines start
-# with "btl roce: " or "[host:pid] btl roce: ").
-other_stderr() { grep -v -E '^(\[[^]]*\] )?btl roce: ' "$1" | grep -v '^[[:space:]]*$'; }
-# During a fault the btl must say which path failed and that it reconnects
-# (warning level, by design); any other line (an error, ob1 FATAL) still fails.
-fault_stderr() {
-    other_stderr "$1" |
-        grep -v -E '^\[[^]]*\] btl roce \[[^]]*\]: warning: path [0-9]+ to rank [0-9]+ .* failed: .*reconnecting$'
-}
-
 lag_env() {
     btl_env
     if [ "$MODE" = lacp ]; then
@@ -128,76 +86,15 @@ lag_spread_stress() {
 # 8 ranks (4 per guest), STRESS_SECONDS of all-to-all and ping-pong with every
 # byte verified (4 ranks on one vCPU: they yield when idle); member N's cable
 # (N = 0 on 802.3ad, the active member on active-backup) is pulled at stress
-# clock CUT_AT s and replugged HOLD stress seconds later.
-# stress_t: the stress clock of the last progress line (empty before the first).
-stress_t() { sed -n 's/^stress: progress t=\([0-9.]*\) s.*/\1/p' "$LOGS/stress-cut.out" | tail -n1; }
-# t_at_least T: the stress clock reached T s, or the job ($pid) is gone.
-t_at_least() {
-    local t
-    kill -0 "$pid" 2>/dev/null || return 0
-    t=$(stress_t)
-    [ -n "$t" ] && awk -v t="$t" -v m="$1" 'BEGIN { exit !(t >= m) }'
-}
-
-hold_over() { [ "$SECONDS" -ge "$hold_over_at" ] || t_at_least "$1"; }
-
+# clock CUT_AT s and replugged HOLD stress seconds later (lib/btl.sh stress_cut).
 lag_stress_cut() {
-    local pid rc m cut rst ns=0 rep n pre
+    local m ns=0 n pre
     [ "$MODE" = ab ] && m=$(active_member node1) && ns=${m#eth}
-    tx_snapshot "$CHECK_TMP/s0"
-    MPI_LIMIT=$((STRESS_SECONDS * 4 + 240)) mpi "$LOGS/stress-cut" -np 8 --host node1:4,node2:4 \
-        --bind-to none --mca mpi_yield_when_idle 1 "$MPI_BIN/stress" &
-    pid=$!
-    # Cut and restore on the stress program's own clock (its progress lines):
-    # on a loaded host a guest's sleep and vmtest-fault can lag by a minute.
-    wait_for 600 "stress t >= $CUT_AT s" t_at_least "$CUT_AT"
-    # The fault is in place when vmtest-fault returns (it took up to 76 s on
-    # the loaded host), so the event times are taken after it.
-    vmtest-fault cut "$ns" || die "vmtest-fault cut $ns failed"
-    cut=$(now_tod)
-    note "cut eth$ns at utc $(date -u +%T) (stress t=$(stress_t) s when it returned)"
-    tx_snapshot "$CHECK_TMP/c0"
-    # HOLD s on the stress clock, or 2 x HOLD s of wall time if traffic stalls
-    hold_over_at=$((SECONDS + 2 * HOLD))
-    wait_for 600 "stress t >= $(stress_t) + $HOLD s" hold_over "$(awk -v t="$(stress_t)" -v h="$HOLD" 'BEGIN { print t + h }')"
-    tx_snapshot "$CHECK_TMP/r0"
-    vmtest-fault restore "$ns" || die "vmtest-fault restore $ns failed"
-    rst=$(now_tod)
-    note "restored eth$ns at utc $(date -u +%T) (stress t=$(stress_t) s when it returned)"
-    local alive=0
-    kill -0 "$pid" 2>/dev/null && alive=1
-    wait "$pid"
-    rc=$?
-    tx_snapshot "$CHECK_TMP/e0"
-    grep '^stress: ' "$LOGS/stress-cut.out"
-    grep -E '^stress: [0-9]+ iterations|^stress: iteration time|^stress: (PASS|FAIL)' \
-        "$LOGS/stress-cut.out" | sed 's/^/note: /'
-    rep=$(stress_report "$LOGS/stress-cut.out" "$cut" "$rst")
-    echo "$rep" | grep '^note: '
-    path_summary "$LOGS/stress-cut.err"
-    note "while eth$ns was pulled:"
-    tx_split "$CHECK_TMP/c0" "$CHECK_TMP/r0" | grep '^note: '
-    note "after the restore (failback), until the end of the job:"
-    tx_split "$CHECK_TMP/r0" "$CHECK_TMP/e0" | grep '^note: '
-    note "whole run:"
-    tx_split "$CHECK_TMP/s0" "$CHECK_TMP/e0" | grep '^note: '
-    if [ "$rc" != 0 ] || ! grep -q '^stress: PASS' "$LOGS/stress-cut.out"; then
-        echo "stderr (not verbose):"
-        other_stderr "$LOGS/stress-cut.err" | head -40
-        die "stress did not pass (exit $rc); logs $LOGS/stress-cut.{out,err}"
-    fi
-    grep -q '^stress: .* 0 errors$' "$LOGS/stress-cut.out" || die "data errors"
-    note "$(other_stderr "$LOGS/stress-cut.err" | grep -c 'warning: path') path-failure warnings on stderr (expected during a pull)"
-    [ -z "$(fault_stderr "$LOGS/stress-cut.err")" ] || {
-        fault_stderr "$LOGS/stress-cut.err" | head -20
-        die "errors or unexpected warnings on stderr"
-    }
-    [ "$alive" = 1 ] || die "the job ended before the restore: nothing shows failback (raise BTL_STRESS_SECONDS)"
-    echo "$rep" | grep -q '^RECOVERED 1 1' || die "traffic did not recover to half its rate after the cut, or stopped after the restore"
+    stress_cut stress-cut "$ns" -np 8 --host node1:4,node2:4 --bind-to none --mca mpi_yield_when_idle 1
     if [ "$MODE" = lacp ]; then
         # failback: the returned member carries traffic again on both guests
         for n in $VMTEST_NODES; do
-            pre=$(tx_delta "$CHECK_TMP/r0" "$CHECK_TMP/e0" "$n" "eth$ns")
+            pre=$(tx_delta "$CHECK_TMP/stress-cut.r0" "$CHECK_TMP/stress-cut.e0" "$n" "eth$ns")
             [ "$pre" -gt 1000000 ] || die "$n: eth$ns carried only $pre B after the restore: no failback"
         done
     fi

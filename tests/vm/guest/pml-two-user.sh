@@ -14,11 +14,7 @@ export SUITE_PML=roce
 two_env() {
     [ "$(id -u)" != 0 ] || die "running as root, not as $VMTEST_USER"
     btl_env
-    # (no process substitution: the guests have no /dev/fd)
-    ompi_info --parsable --param pml roce 2>/dev/null | grep -q '^mca:pml:roce:' ||
-        die "ompi_info does not see pml roce in $ROCE_BTL_COMPS"
-    on node2 "OMPI_MCA_mca_base_component_path=$OMPI_MCA_mca_base_component_path ompi_info --parsable --param pml roce 2>/dev/null | grep -q '^mca:pml:roce:'" ||
-        die "node2 does not see pml roce"
+    pml_env
 }
 
 # Every program, one rank per guest: all traffic between the ranks is RoCE.

@@ -33,13 +33,43 @@ btl_env() {
     note "btl roce from $ROCE_BTL_COMPS ($(md5sum <"$ROCE_BTL_COMPS/mca_btl_roce.so" | cut -c1-12)), build $ROCE_BUILDDIR"
 }
 
+# as_user CMD [ARGS...]: run CMD as $RUN_AS (the unprivileged user) when it
+# is set and the script runs as root, else as is. For groups that run as root
+# because they inject faults (vmtest-fault needs root) while the MPI jobs must
+# run unprivileged. CMD must be a program, not a function (bash -c FUNCTION
+# works: check exports every function).
+as_user() {
+    if [ -n "${RUN_AS:-}" ] && [ "$(id -u)" = 0 ]; then
+        setpriv --reuid="$RUN_AS" --regid="$RUN_AS" --init-groups \
+            env HOME="$(getent passwd "$RUN_AS" | cut -d: -f6)" USER="$RUN_AS" LOGNAME="$RUN_AS" "$@"
+    else
+        "$@"
+    fi
+}
+
+# user_dir DIR: DIR exists and (with RUN_AS) the unprivileged user may write it.
+user_dir() {
+    mkdir -p "$1" || return 1
+    [ -z "${RUN_AS:-}" ] || [ "$(id -u)" != 0 ] || chown "$RUN_AS:" "$1"
+}
+
+# pml_env: pml roce is visible from our component directory on both guests.
+pml_env() {
+    ompi_info --parsable --param pml roce 2>/dev/null | grep -q '^mca:pml:roce:' ||
+        die "ompi_info does not see pml roce in $ROCE_BTL_COMPS"
+    # ssh does not carry the environment: give node2 the same component path.
+    on node2 "OMPI_MCA_mca_base_component_path=$OMPI_MCA_mca_base_component_path ompi_info --parsable --param pml roce 2>/dev/null | grep -q '^mca:pml:roce:'" ||
+        die "node2 does not see pml roce"
+}
+
 # suite LOGNAME RUN-SUITE-ARGS...: tests/mpi/run-suite with our build's programs,
-# under pml $SUITE_PML (default ob1); passes only if run-suite does (every
-# program PASS, nothing on stderr).
+# under pml $SUITE_PML (default ob1), as $RUN_AS when set (as_user); passes
+# only if run-suite does (every program PASS, nothing on stderr).
 suite() {
     local name=$1 rc
     shift
-    python3 "$RUN_SUITE" --bindir "$MPI_BIN" --logdir "$LOGS/$name" --mca pml "${SUITE_PML:-ob1}" "$@" \
+    user_dir "$LOGS/$name" || die "cannot create $LOGS/$name"
+    as_user python3 "$RUN_SUITE" --bindir "$MPI_BIN" --logdir "$LOGS/$name" --mca pml "${SUITE_PML:-ob1}" "$@" \
         >"$CHECK_TMP/$name.suite" 2>&1
     rc=$?
     cat "$CHECK_TMP/$name.suite"
@@ -52,10 +82,11 @@ suite() {
 tod() { awk -v t="$1" 'BEGIN { split(t, a, ":"); printf "%.3f\n", a[1] * 3600 + a[2] * 60 + a[3] }'; }
 now_tod() { tod "$(date -u +%H:%M:%S.%N)"; }
 
-# path_summary STDERR_LOG: one note with the per-path counters summed over
-# every rank (printed at finalize with --mca btl_roce_verbose 10).
-path_summary() {
-    awk '/btl roce: path [0-9]+ to / {
+# path_totals STDERR_LOG: "LINES BYTES RETRANSMITS FAILOVERS RECONNECTS", the
+# per-path counters summed over every rank (the btl prints one line per path
+# at finalize with --mca btl_roce_verbose 10).
+path_totals() {
+    awk '/btl roce: path [0-9]+ to .* reconnects$/ {
              n++
              for (i = 1; i <= NF; i++) {
                  f = $i; sub(/,$/, "", f)
@@ -65,8 +96,13 @@ path_summary() {
                  if ($(i + 1) ~ /^reconnects/) c += f
              }
          }
-         END { printf "note: per-path counters (%d path lines): %.1f MB, %d retransmits, %d failovers, %d reconnects\n",
-                      n, b / 1e6, r, fo, c }' "$1"
+         END { printf "%d %.0f %d %d %d\n", n, b, r, fo, c }' "$1"
+}
+
+# path_summary STDERR_LOG: the same as one note line.
+path_summary() {
+    path_totals "$1" | awk '{ printf "note: per-path counters (%d path lines): %.1f MB, %d retransmits, %d failovers, %d reconnects\n",
+                                     $1, $2 / 1e6, $3, $4, $5 }'
 }
 
 # tx_split BEFORE AFTER: note every guest's member split in percent; prints
@@ -124,4 +160,127 @@ stress_report() {
             printf "note: longest gap between progress lines %.1f s (from t=%.1f s)\n", gap, gap_at
             print "RECOVERED " (rc_done ? 1 : 0) " " (post_it > 0 ? 1 : 0)
         }' "$1"
+}
+
+# mpi LOG MPIRUN-ARGS...: mpirun (bounded by MPI_LIMIT s, default 600) with
+# our btl ($BTL) under pml $MPI_PML (default ob1), as $RUN_AS when set
+# (as_user), verbose BTL_VERBOSE (default 10: path counters and GID choices
+# at finalize go to stderr; 50 adds each connection); LOG.out / LOG.err.
+# Forwards the test knobs that are set (mpirun warns on stderr about a -x of
+# an unset variable).
+mpi() {
+    local log=$1 v
+    local fwd=(-x OMPI_MCA_mca_base_component_path)
+    shift
+    for v in ROCE_TEST_SECONDS ROCE_TEST_SCALE ROCE_TEST_MAX_BYTES ROCE_BENCH_REPS ROCE_BENCH_MIN_BYTES ROCE_BENCH_SIZES; do
+        [ -n "${!v+set}" ] && fwd+=(-x "$v")
+    done
+    as_user timeout -k 10 "${MPI_LIMIT:-600}" mpirun "${fwd[@]}" \
+        --mca pml "${MPI_PML:-ob1}" --mca btl "$BTL" --mca btl_roce_verbose "${BTL_VERBOSE:-10}" \
+        ${BTL_CONNECT_TIMEOUT:+--mca btl_roce_connect_timeout "$BTL_CONNECT_TIMEOUT"} \
+        "$@" >"$log.out" 2>"$log.err"
+    local rc=$?
+    reap
+    return $rc
+}
+
+# reap: ranks of ours that outlived their mpirun (a timed-out run) would spin
+# on the one vCPU and starve the next run: list them and kill them by PID.
+reap() {
+    local n pids
+    for n in $VMTEST_NODES; do
+        pids=$(on "$n" "ps -eo pid=,args= | awk '\$2 ~ \"^$ROCE_BUILDDIR/tests/\" { print \$1 }'")
+        [ -n "$pids" ] || continue
+        echo "$n: killing leftover ranks $(echo $pids)"
+        on "$n" "kill -9 $(echo $pids)" 2>/dev/null
+    done
+}
+
+# Lines on stderr that are not the btl's verbose output (verbose lines start
+# with "btl roce: " or "[host:pid] btl roce: ").
+other_stderr() { grep -v -E '^(\[[^]]*\] )?btl roce: ' "$1" | grep -v '^[[:space:]]*$'; }
+# During a fault the btl must say which path failed and that it reconnects
+# (warning level, by design); any other line (an error, a pml FATAL) still fails.
+PATH_FAILED='^\[[^]]*\] btl roce \[[^]]*\]: warning: path [0-9]+ to rank [0-9]+ .* failed: .*reconnecting$'
+fault_stderr() { other_stderr "$1" | grep -v -E "$PATH_FAILED"; }
+
+# ---- tests/mpi/stress with a cable pull (stress_cut) -------------------------
+# stress_t: the stress clock of the last progress line of $STRESS_LOG.out
+# (empty before the first).
+stress_t() { sed -n 's/^stress: progress t=\([0-9.]*\) s.*/\1/p' "$STRESS_LOG.out" | tail -n1; }
+# t_at_least T: the stress clock reached T s, or the job ($pid) is gone.
+t_at_least() {
+    local t
+    kill -0 "$pid" 2>/dev/null || return 0
+    t=$(stress_t)
+    [ -n "$t" ] && awk -v t="$t" -v m="$1" 'BEGIN { exit !(t >= m) }'
+}
+hold_over() { [ "$SECONDS" -ge "$hold_over_at" ] || t_at_least "$1"; }
+
+# stress_cut NAME N MPIRUN-ARGS...: tests/mpi/stress (ROCE_TEST_SECONDS s,
+# every byte and status verified) launched by `mpi` with MPIRUN-ARGS; member
+# N's cable is pulled (vmtest-fault cut N: both guests) at stress clock
+# CUT_AT s and replugged HOLD stress seconds later (or after 2 x HOLD s of
+# wall time if traffic stalls). Both faults are timed on the program's own
+# clock (its progress lines): on a loaded host a guest's sleep and
+# vmtest-fault can lag by a minute.
+# Evidence for later checks: $LOGS/NAME.{out,err}, and the members' tx_bytes
+# in $CHECK_TMP/NAME.{s0,b0,c0,r0,e0}: at the start, just before the pull,
+# just after it took effect, just before the restore, at the end.
+# Dies unless the job passed with 0 data errors, wrote nothing on stderr but
+# verbose lines and the btl's path-failure warnings, was still running at the
+# restore, got back to half its rate after the pull and kept going after the
+# restore.
+stress_cut() {
+    local name=$1 ns=$2 pid rc cut rst rep alive=0 ev=$CHECK_TMP/$1
+    shift 2
+    STRESS_LOG=$LOGS/$name
+    tx_snapshot "$ev.s0"
+    MPI_LIMIT=$((ROCE_TEST_SECONDS * 4 + 240)) mpi "$STRESS_LOG" "$@" "$MPI_BIN/stress" &
+    pid=$!
+    wait_for 600 "stress t >= $CUT_AT s" t_at_least "$CUT_AT"
+    tx_snapshot "$ev.b0"
+    # The fault is in place when vmtest-fault returns (it took up to 76 s on
+    # the loaded host), so the event times are taken after it.
+    vmtest-fault cut "$ns" || die "vmtest-fault cut $ns failed"
+    cut=$(now_tod)
+    note "cut eth$ns at utc $(date -u +%T) (stress t=$(stress_t) s when it returned)"
+    tx_snapshot "$ev.c0"
+    hold_over_at=$((SECONDS + 2 * HOLD))
+    wait_for 600 "stress t >= $(stress_t) + $HOLD s" hold_over "$(awk -v t="$(stress_t)" -v h="$HOLD" 'BEGIN { print t + h }')"
+    tx_snapshot "$ev.r0"
+    vmtest-fault restore "$ns" || die "vmtest-fault restore $ns failed"
+    rst=$(now_tod)
+    note "restored eth$ns at utc $(date -u +%T) (stress t=$(stress_t) s when it returned)"
+    kill -0 "$pid" 2>/dev/null && alive=1
+    wait "$pid"
+    rc=$?
+    tx_snapshot "$ev.e0"
+    grep '^stress: ' "$STRESS_LOG.out"
+    grep -E '^stress: [0-9]+ iterations|^stress: iteration time|^stress: (PASS|FAIL)' \
+        "$STRESS_LOG.out" | sed 's/^/note: /'
+    rep=$(stress_report "$STRESS_LOG.out" "$cut" "$rst")
+    echo "$rep" | grep '^note: '
+    path_summary "$STRESS_LOG.err"
+    note "before the pull:"
+    tx_split "$ev.s0" "$ev.b0" | grep '^note: '
+    note "while eth$ns was pulled:"
+    tx_split "$ev.c0" "$ev.r0" | grep '^note: '
+    note "after the restore (failback), until the end of the job:"
+    tx_split "$ev.r0" "$ev.e0" | grep '^note: '
+    note "whole run:"
+    tx_split "$ev.s0" "$ev.e0" | grep '^note: '
+    if [ "$rc" != 0 ] || ! grep -q '^stress: PASS' "$STRESS_LOG.out"; then
+        echo "stderr (not verbose):"
+        other_stderr "$STRESS_LOG.err" | head -40
+        die "stress did not pass (exit $rc); logs $STRESS_LOG.{out,err}"
+    fi
+    grep -q '^stress: .* 0 errors$' "$STRESS_LOG.out" || die "data errors"
+    note "$(other_stderr "$STRESS_LOG.err" | grep -c 'warning: path') path-failure warnings on stderr (expected during a pull)"
+    [ -z "$(fault_stderr "$STRESS_LOG.err")" ] || {
+        fault_stderr "$STRESS_LOG.err" | head -20
+        die "errors or unexpected warnings on stderr"
+    }
+    [ "$alive" = 1 ] || die "the job ended before the restore: nothing shows the time after it (raise BTL_STRESS_SECONDS)"
+    echo "$rep" | grep -q '^RECOVERED 1 1' || die "traffic did not recover to half its rate after the cut, or stopped after the restore"
 }
