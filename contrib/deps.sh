@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages ompi-roce needs, if any are missing.
 #
 # usage: contrib/deps.sh [build] [vm] [bench]
-#   build  compilers, Autotools, Open MPI 4.1 devel, rdma-core, libnl, hwloc, Catch2
+#   build  compilers, Autotools, Open MPI 4.1 devel, rdma-core, libnl, hwloc, Catch2,
+#          gdb (contrib/test.sh's soak dumps the stacks of a hung MPI test with it)
 #   vm     what contrib/vmtest needs: QEMU, Debian's kernel, busybox, sshd, perftest
 #   bench  plotting for the benchmark reports
 # With no argument: build. Needs root to install; without root it prints the
@@ -14,7 +15,7 @@ for group in "$@"; do
     case $group in
     build) pkgs="$pkgs autoconf automake libtool pkg-config make g++ binutils
         libopenmpi-dev openmpi-bin libibverbs-dev ibverbs-providers rdma-core ibverbs-utils
-        libnl-3-dev libnl-route-3-dev libhwloc-dev catch2 iproute2" ;;
+        libnl-3-dev libnl-route-3-dev libhwloc-dev catch2 iproute2 gdb" ;;
     vm) pkgs="$pkgs qemu-system-x86 linux-image-amd64 busybox-static openssh-server
         openssh-client kmod cpio gzip perftest ibverbs-utils rdma-core iproute2 ethtool" ;;
     bench) pkgs="$pkgs gnuplot-nox valgrind" ;;

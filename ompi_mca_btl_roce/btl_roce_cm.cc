@@ -128,27 +128,22 @@ void Module::set_path_choice(Endpoint &ep, const PathChoice &c) {
 }
 
 void Module::start_connect(Endpoint &ep) {
-    if (ep.state != EpState::kClosed) {
-        return;
+    if (ep.state == EpState::kClosed) {
+        cm_->connect(ep); // a handshake, or for ourselves wire_loopback
     }
-    if (ep.is_self()) {
-        connect_self(ep);
-        return;
-    }
-    cm_->connect(ep);
 }
 
-void Module::connect_self(Endpoint &ep) {
-    // Loopback through the NIC: two QPs wired to each other, no handshake.
-    ep.state = EpState::kConnecting;
-    ep.resize_paths(1);
-    Status s = create_path_qp(ep, 0);
-    Path &p = ep.paths_[0];
+Status Module::wire_loopback(Peer &peer, size_t i) {
+    // Loopback through the NIC (osc/rdma needs it): two QPs wired to each
+    // other, no handshake. Used at first use and after the pair failed.
+    Endpoint &ep = ep_of(peer);
+    Path &p = ep.paths_[i];
+    Status s = create_path_qp(ep, i);
     if (s) {
         p.loop_peer = std::move(p.qp);
-        s = create_path_qp(ep, 0);
+        s = create_path_qp(ep, i);
         if (s) {
-            by_qpn_[p.loop_peer->get()->qp_num] = QpRef{&ep, 0};
+            by_qpn_[p.loop_peer->get()->qp_num] = QpRef{&ep, i};
             s = connect_path_qp(ep, p, *p.qp, p.loop_peer->get()->qp_num, p.local_psn);
             if (s) {
                 s = connect_path_qp(ep, p, *p.loop_peer, p.qpn(), p.local_psn);
@@ -156,12 +151,12 @@ void Module::connect_self(Endpoint &ep) {
         }
     }
     if (!s) {
-        cm_->fail(ep, s.message());
-        return;
+        retire_qp(ep, i);
+        return s;
     }
+    p.local_qpn = p.qpn();
     p.remote_qpn = p.loop_peer->get()->qp_num;
-    p.peer_credits = cfg_.credits_per_peer;
-    cm_->path_up(ep, 0);
+    return Status::ok();
 }
 
 void Module::handle_cm(const uint8_t *grh, const uint8_t *data, size_t len) {

@@ -92,7 +92,7 @@ Endpoint *Module::add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr
         uint64_t name = name_of(proc->proc_name);
         auto ep = std::make_unique<Endpoint>(*this, proc, name, static_cast<uint16_t>(i), pp,
                                              path.value());
-        ep->self_ = (name == my_name_);
+        ep->loopback = (name == my_name_);
         ep->token = addr.token;
         BondView bond = bond_view(*plan_.snapshot, ep->path().selection.netdev);
         ep->spread_model_ = spread_model(bond.members, bond.hash_policy,

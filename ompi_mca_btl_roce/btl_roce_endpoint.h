@@ -65,7 +65,7 @@ public:
     opal_proc_t *proc() const { return proc_; }
     const wire::PortAdvert &peer_port() const { return peer_port_; }
     const PathChoice &path() const { return path_; }
-    bool is_self() const { return self_; }
+    bool is_self() const { return loopback; }
     const Path &path_at(size_t i) const { return paths_[i]; }
 
     // Peer: the manager's view of the paths.
@@ -88,7 +88,6 @@ private:
     opal_proc_t *proc_;
     wire::PortAdvert peer_port_;
     PathChoice path_;
-    bool self_ = false;
 
     std::vector<Path> paths_;
     verbs::Ah ah_;              ///< UD address handle to the peer's UD QP

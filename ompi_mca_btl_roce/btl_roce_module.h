@@ -186,6 +186,7 @@ private:
     util::Status accept_qps(Peer &peer, size_t first, const std::vector<wire::PathInfo> &remote,
                             std::vector<LocalQp> *local) override;
     util::Status connect_qp(Peer &peer, size_t i, const wire::PathInfo &remote) override;
+    util::Status wire_loopback(Peer &peer, size_t i) override;
     void retire_qp(Peer &peer, size_t i) override;
     void path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected) override;
     void path_lost(Peer &peer, size_t i) override;
@@ -205,7 +206,6 @@ private:
     void resolve_lookups(const std::vector<uint64_t> &names);
     static constexpr size_t kMaxLookups = 64;
     void start_connect(Endpoint &ep);
-    void connect_self(Endpoint &ep);
     qp::QpParams rc_params(const Path &path) const;
     util::Result<std::unique_ptr<qp::QueuePair>> new_init_qp(const Endpoint &ep);
     void install_qp(Endpoint &ep, size_t i, std::unique_ptr<qp::QueuePair> qp);

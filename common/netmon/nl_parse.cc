@@ -309,7 +309,7 @@ Status parse_link(const nlmsghdr *h, ParsedMessage *out) {
         Status st = parse_linkinfo(tb[IFLA_LINKINFO], &m);
         if (!st) {
             return std::move(st).with_context(
-                util::format("link %d (%s)", m.ifindex, m.name.c_str()));
+                util::format("link %d (%s)", m.ifindex, util::printable(m.name).c_str()));
         }
     }
     out->type = ParsedMessage::Type::kLink;
@@ -359,6 +359,14 @@ Status parse_addr(const nlmsghdr *h, ParsedMessage *out) {
             return short_attr("IFA_ADDRESS (IPv6)");
         }
         m.address.address = util::IpAddress::v6(b);
+    }
+    if (m.address.prefix_len > m.address.address.bits()) {
+        // The kernel never sends one; the model and the policy would take it
+        // for a subnet that cannot exist.
+        return Status(Code::kProtocol,
+                      util::format("RTM_*ADDR for ifindex %d has prefix length %d, longer than "
+                                   "the address (%d bits)",
+                                   m.ifindex, m.address.prefix_len, m.address.address.bits()));
     }
     out->type = ParsedMessage::Type::kAddress;
     return Status::ok();

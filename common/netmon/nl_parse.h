@@ -33,8 +33,10 @@ struct ParsedMessage {
 /// Decodes one rtnetlink message with libnl's attribute parser. Pure: no
 /// socket, no global state; safe from any thread. `h` must point at
 /// `h->nlmsg_len` readable bytes (the caller checked NLMSG_OK).
-/// Errors: kProtocol for a truncated header or an attribute shorter than its
-/// type requires (the message is then skipped, never half-applied).
+/// Errors: kProtocol for a truncated header, an attribute shorter than its
+/// type requires or an address prefix longer than the address (the message
+/// is then skipped, never half-applied); names from the message are escaped
+/// in the error (util::printable).
 util::Result<ParsedMessage> parse_message(const nlmsghdr *h);
 
 /// Walks a buffer holding one or more netlink messages (as one recvmsg or

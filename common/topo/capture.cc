@@ -23,33 +23,41 @@ using util::Status;
 
 namespace {
 
-/// Copies SRC/rel to DST/rel when readable. Optional attributes that fail to
-/// read are expected (EINVAL for empty GID slots and a down carrier).
-Status copy_attr(const std::string &src_dir, const std::string &dst_dir, const std::string &rel,
-                 bool optional, std::vector<std::string> *warnings) {
-    auto text = fs::read_text(fs::join(src_dir, rel));
+/// Where a capture is copied from (the kernel's tree, links followed as
+/// sysfs needs) and to (a new private directory, nothing followed). Both use
+/// the same relative paths ("sys/class/net/bond0/mtu").
+struct Copy {
+    const fs::Tree &src;
+    fs::OutTree &out;
+    std::vector<std::string> *warnings;
+
+    void warn(std::string line) const {
+        if (warnings != nullptr) {
+            warnings->push_back(std::move(line));
+        }
+    }
+};
+
+/// Copies REL when readable. Optional attributes that fail to read are
+/// expected (EINVAL for empty GID slots and a down carrier).
+Status copy_attr(const Copy &c, const std::string &rel, bool optional) {
+    auto text = c.src.read_text(rel);
     if (!text) {
-        if (!optional && warnings) {
-            warnings->push_back(text.status().message() + "; not in the capture");
+        if (!optional) {
+            c.warn(text.status().message() + "; not in the capture");
         }
         return Status::ok();
     }
-    std::string dst = fs::join(dst_dir, rel);
-    Status st = fs::make_dirs(dst.substr(0, dst.find_last_of('/')));
-    if (!st) {
-        return st;
-    }
-    return fs::write_text(dst, *text);
+    return c.out.write_file(rel, *text);
 }
 
-Status copy_numbered(const std::string &src_dir, const std::string &dst_dir,
-                     const std::string &sub, bool optional, std::vector<std::string> *warnings) {
-    auto names = fs::list_dir(fs::join(src_dir, sub));
+Status copy_numbered(const Copy &c, const std::string &dir, bool optional) {
+    auto names = c.src.list_dir(dir);
     if (!names) {
         return Status::ok();
     }
     for (const auto &n : *names) {
-        Status st = copy_attr(src_dir, dst_dir, sub + "/" + n, optional, warnings);
+        Status st = copy_attr(c, dir + "/" + n, optional);
         if (!st) {
             return st;
         }
@@ -57,36 +65,31 @@ Status copy_numbered(const std::string &src_dir, const std::string &dst_dir,
     return Status::ok();
 }
 
-Status copy_rdma(const std::string &root, const std::string &dir,
-                 std::vector<std::string> *warnings) {
-    std::string src = fs::join(root, "sys/class/infiniband");
-    auto devs = fs::list_dir(src);
+Status copy_rdma(const Copy &c) {
+    const std::string top = "sys/class/infiniband";
+    auto devs = c.src.list_dir(top);
     if (!devs) {
-        return fs::make_dirs(fs::join(dir, "sys/class/infiniband"));
+        return c.out.make_dirs(top);
     }
     for (const auto &dev : *devs) {
-        std::string sdev = fs::join(src, dev);
-        std::string ddev = fs::join(dir, "sys/class/infiniband/" + dev);
+        const std::string d = top + "/" + dev;
+        Status st = c.out.make_dirs(d);
         for (const char *a : {"node_type", "hca_type", "fw_ver", "board_id", "node_guid"}) {
-            Status st = copy_attr(sdev, ddev, a, true, warnings);
-            if (!st) {
-                return st;
-            }
+            st = st ? copy_attr(c, d + "/" + a, true) : st;
         }
-        auto ports = fs::list_dir(fs::join(sdev, "ports"));
+        if (!st) {
+            return st;
+        }
+        auto ports = c.src.list_dir(d + "/ports");
         for (const auto &p : ports ? *ports : std::vector<std::string>{}) {
-            std::string sp = fs::join(sdev, "ports/" + p);
-            std::string dp = fs::join(ddev, "ports/" + p);
+            const std::string port = d + "/ports/" + p;
             for (const char *a : {"state", "phys_state", "link_layer", "rate"}) {
-                Status st = copy_attr(sp, dp, a, false, warnings);
-                if (!st) {
-                    return st;
-                }
+                st = st ? copy_attr(c, port + "/" + a, false) : st;
             }
-            Status st = copy_numbered(sp, dp, "gids", false, warnings);
-            st = st ? copy_numbered(sp, dp, "gid_attrs/types", true, warnings) : st;
-            st = st ? copy_numbered(sp, dp, "gid_attrs/ndevs", true, warnings) : st;
-            st = st ? copy_numbered(sp, dp, "pkeys", false, warnings) : st;
+            st = st ? copy_numbered(c, port + "/gids", false) : st;
+            st = st ? copy_numbered(c, port + "/gid_attrs/types", true) : st;
+            st = st ? copy_numbered(c, port + "/gid_attrs/ndevs", true) : st;
+            st = st ? copy_numbered(c, port + "/pkeys", false) : st;
             if (!st) {
                 return st;
             }
@@ -95,27 +98,27 @@ Status copy_rdma(const std::string &root, const std::string &dir,
     return Status::ok();
 }
 
-Status copy_netdev(const std::string &sdir, const std::string &ddir,
-                   std::vector<std::string> *warnings) {
-    Status st = fs::make_dirs(ddir);
+Status copy_netdev(const Copy &c, const std::string &dir) {
+    Status st = c.out.make_dirs(dir);
     for (const char *a : {"ifindex", "mtu", "operstate", "address", "type", "uevent"}) {
-        st = st ? copy_attr(sdir, ddir, a, false, warnings) : st;
+        st = st ? copy_attr(c, dir + "/" + a, false) : st;
     }
-    st = st ? copy_attr(sdir, ddir, "carrier", true, warnings) : st;
+    st = st ? copy_attr(c, dir + "/carrier", true) : st;
     for (const char *a : {"mode", "slaves", "active_slave", "ad_num_ports", "xmit_hash_policy",
                           "miimon", "lacp_rate"}) {
-        st = st ? copy_attr(sdir, ddir, std::string("bonding/") + a, true, warnings) : st;
+        st = st ? copy_attr(c, dir + "/bonding/" + a, true) : st;
     }
     if (!st) {
         return st;
     }
-    auto entries = fs::list_dir(sdir);
+    auto entries = c.src.list_dir(dir);
     for (const auto &e : entries ? *entries : std::vector<std::string>{}) {
         if (e == "master" || e.rfind("lower_", 0) == 0 || e.rfind("upper_", 0) == 0) {
-            // Stored as a file holding the target, not as a symlink: see fs::link_name.
-            auto target = fs::link_name(fs::join(sdir, e));
+            // Stored as a file holding the target, not as a symlink: see
+            // fs::Tree::link_name.
+            auto target = c.src.link_name(dir + "/" + e);
             if (target) {
-                st = fs::write_text(fs::join(ddir, e), "../" + *target + "\n");
+                st = c.out.write_file(dir + "/" + e, "../" + *target + "\n");
                 if (!st) {
                     return st;
                 }
@@ -125,25 +128,19 @@ Status copy_netdev(const std::string &sdir, const std::string &ddir,
     return Status::ok();
 }
 
-Status copy_net(const std::string &root, const std::string &dir,
-                std::vector<std::string> *warnings) {
-    std::string src = fs::join(root, "sys/class/net");
-    auto names = fs::list_dir(src);
+Status copy_net(const Copy &c) {
+    const std::string top = "sys/class/net";
+    auto names = c.src.list_dir(top);
     if (!names) {
-        if (warnings) {
-            warnings->push_back(names.status().message() + "; no netdevs in the capture");
-        }
-        return fs::make_dirs(fs::join(dir, "sys/class/net"));
+        c.warn(names.status().message() + "; no netdevs in the capture");
+        return c.out.make_dirs(top);
     }
+    Status st = c.out.make_dirs(top);
     for (const auto &n : *names) {
-        std::string s = fs::join(src, n);
-        Status st = fs::is_dir(s) ? copy_netdev(s, fs::join(dir, "sys/class/net/" + n), warnings)
-                                  : copy_attr(src, fs::join(dir, "sys/class/net"), n, true, warnings);
-        if (!st) {
-            return st;
-        }
+        const std::string rel = top + "/" + n;
+        st = st ? (c.src.is_dir(rel) ? copy_netdev(c, rel) : copy_attr(c, rel, true)) : st;
     }
-    return copy_attr(root, dir, "proc/net/vlan/config", true, warnings);
+    return st ? copy_attr(c, "proc/net/vlan/config", true) : st;
 }
 
 /// Reads both pipes until EOF without risking a deadlock on a full pipe.
@@ -177,19 +174,25 @@ void drain(int out_fd, int err_fd, std::string &out, std::string &err) {
 
 Status write_capture(const std::string &dir, const CaptureInputs &in,
                      std::vector<std::string> *warnings) {
-    Status st = fs::make_dirs(dir);
-    st = st ? copy_rdma(in.sysfs_root, dir, warnings) : st;
-    st = st ? copy_net(in.sysfs_root, dir, warnings) : st;
-    st = st ? fs::write_text(fs::join(dir, "ip-addr.json"), in.ip_addr_json) : st;
-    st = st ? fs::write_text(fs::join(dir, "ip-link.json"), in.ip_link_json) : st;
-    st = st ? fs::write_text(fs::join(dir, "README"),
-                             "A roce-doctor capture: the sysfs files the RoCE address selection "
-                             "reads (sys/class/infiniband, sys/class/net, proc/net/vlan/config), "
-                             "`ip -j addr show` (ip-addr.json) and `ip -j -d link show` "
-                             "(ip-link.json).\nReplay: roce-doctor --from " +
-                                 dir + "\n" + in.note + "\n")
+    const std::string context = "writing capture " + util::printable(dir);
+    auto out = fs::OutTree::create(dir);
+    if (!out) {
+        return out.status().with_context(context);
+    }
+    const fs::Tree src(in.sysfs_root, fs::Links::kFollow);
+    const Copy c{src, out.value(), warnings};
+    Status st = copy_rdma(c);
+    st = st ? copy_net(c) : st;
+    st = st ? out->write_file("ip-addr.json", in.ip_addr_json) : st;
+    st = st ? out->write_file("ip-link.json", in.ip_link_json) : st;
+    st = st ? out->write_file("README",
+                              "A roce-doctor capture: the sysfs files the RoCE address selection "
+                              "reads (sys/class/infiniband, sys/class/net, proc/net/vlan/config), "
+                              "`ip -j addr show` (ip-addr.json) and `ip -j -d link show` "
+                              "(ip-link.json).\nReplay: roce-doctor --from " +
+                                  dir + "\n" + in.note + "\n")
             : st;
-    return st.with_context("writing capture " + dir);
+    return st.with_context(context);
 }
 
 Result<std::string> run_command(const std::vector<std::string> &argv) {
@@ -234,7 +237,7 @@ Result<std::string> run_command(const std::vector<std::string> &argv) {
     while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
     }
     if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
-        std::string first = err.substr(0, err.find('\n'));
+        std::string first = util::printable(err.substr(0, err.find('\n')));
         return Status(Code::kUnavailable,
                       util::format("`%s` %s %d%s%s", cmd.c_str(),
                                    WIFEXITED(wstatus) ? "exited with status" : "died of signal",

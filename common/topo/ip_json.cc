@@ -2,6 +2,8 @@
 #include "topo/ip_json.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 
 #include "util/json.h"
 #include "util/strings.h"
@@ -22,7 +24,13 @@ std::string str_member(const Json &obj, const char *key) {
 
 int int_member(const Json &obj, const char *key, int fallback) {
     const Json *v = obj.find(key);
-    return v != nullptr && v->is_number() ? static_cast<int>(v->as_int(fallback)) : fallback;
+    if (v == nullptr) {
+        return fallback;
+    }
+    // A number that is not an int (4294967297, 1.5) is as wrong as a string
+    // here: it reads as absent instead of wrapping around.
+    int64_t n = v->as_int(INT64_MIN);
+    return n >= INT_MIN && n <= INT_MAX ? static_cast<int>(n) : fallback;
 }
 
 OperState operstate_of(const std::string &s) {
@@ -155,8 +163,8 @@ Result<AddressMap> parse_ip_addr_json(std::string_view text, const std::string &
             int len = int_member(a, "prefixlen", -1);
             if (!addr || len < 0 || len > addr->bits()) {
                 return Status(Code::kInvalidArgument,
-                              what + ": " + name + " has a malformed address '" + local + "/" +
-                                  std::to_string(len) + "'");
+                              what + ": " + util::printable(name) + " has a malformed address '" +
+                                  util::printable(local) + "/" + std::to_string(len) + "'");
             }
             list.push_back(AddressInfo{*addr, len});
         }

@@ -18,9 +18,10 @@ namespace roce::topo {
 ///       ad_info.num_ports/xmit_hash_policy/miimon; bond slaves are the
 ///       netdevs whose master is the bond, in ifindex order.
 ///   ip -j addr show     -> parse_ip_addr_json: addresses with prefix length.
-/// Errors name the input ("ip-link.json") and what was wrong; a link entry
-/// without "ifname" or "ifindex" fails the parse. Unknown fields are ignored.
-/// Pure functions, thread-safe.
+/// Errors name the input ("ip-link.json") and what was wrong, with strings
+/// from the input escaped (util::printable); a link entry without "ifname"
+/// or "ifindex" fails the parse. Unknown fields are ignored; a field of the
+/// wrong type reads as absent. Pure functions, thread-safe.
 
 /// `what` names the input in messages (e.g. the file path).
 util::Result<std::vector<NetdevInfo>> parse_ip_link_json(std::string_view text,

@@ -15,6 +15,7 @@
 #include "topo/fs.h"
 #include "topo/live_reader.h"
 #include "topo/sysfs_reader.h"
+#include "util/strings.h"
 
 namespace roce::topo {
 
@@ -57,6 +58,40 @@ Result<Snapshot> assemble(std::vector<DeviceInfo> devices, std::vector<std::stri
     snap.netdevs = std::move(nd.value());
     link_gid_netdevs(snap);
     return snap;
+}
+
+/// A capture is someone else's data: every string it contributes to the
+/// snapshot is made printable (util::printable), so no report, message or
+/// selection text built from it carries a control byte or a line break.
+/// Names are escaped alike everywhere, so they still match each other.
+void make_printable(Snapshot &s) {
+    auto fix = [](std::string &v) { v = util::printable(v); };
+    fix(s.source);
+    for (auto &d : s.devices) {
+        fix(d.name);
+        for (auto &p : d.ports) {
+            for (auto &g : p.gids) {
+                fix(g.netdev);
+            }
+        }
+    }
+    for (auto &n : s.netdevs) {
+        for (std::string *v : {&n.name, &n.kind, &n.mac, &n.master, &n.parent}) {
+            fix(*v);
+        }
+        if (n.bond) {
+            for (auto &m : n.bond->slaves) {
+                fix(m);
+            }
+            for (std::string *v :
+                 {&n.bond->active_slave, &n.bond->xmit_hash_policy, &n.bond->ad_partner_mac}) {
+                fix(*v);
+            }
+        }
+        if (n.bond_slave) {
+            fix(n.bond_slave->perm_hwaddr);
+        }
+    }
 }
 
 } // namespace
@@ -114,7 +149,7 @@ int vlan_id_ioctl(const std::string &name) {
 
 NetdevReader live_netdev_reader(std::string root) {
     return [root]() -> Result<std::vector<NetdevInfo>> {
-        auto netdevs = read_netdevs_sysfs(root, nullptr);
+        auto netdevs = read_netdevs_sysfs(fs::Tree(root, fs::Links::kFollow), nullptr);
         if (!netdevs) {
             return netdevs.status();
         }
@@ -164,7 +199,7 @@ Result<Snapshot> read_live(const verbs::VerbsApi &api, const NetdevReader &netde
 
 Result<Snapshot> read_sysfs(const std::string &root, const NetdevReader &netdevs) {
     std::vector<std::string> warnings;
-    auto devices = read_rdma_sysfs(root, &warnings);
+    auto devices = read_rdma_sysfs(fs::Tree(root, fs::Links::kFollow), &warnings);
     if (!devices) {
         return devices.status();
     }
@@ -172,38 +207,40 @@ Result<Snapshot> read_sysfs(const std::string &root, const NetdevReader &netdevs
 }
 
 Result<Snapshot> read_capture(const std::string &dir) {
-    if (!fs::is_dir(dir)) {
-        return Status(Code::kNotFound,
-                      "capture directory " + dir + " does not exist or is not a directory");
+    // Someone else's files: no links below DIR are followed (fs.h).
+    const fs::Tree tree(dir, fs::Links::kRefuse);
+    if (dir.empty() || !tree.is_dir("")) {
+        return Status(Code::kNotFound, "capture directory " + tree.shown("") +
+                                           " does not exist or is not a directory");
     }
-    const std::string link_path = fs::join(dir, "ip-link.json");
-    const std::string addr_path = fs::join(dir, "ip-addr.json");
-    for (const auto &p : {link_path, addr_path}) {
-        if (!fs::exists(p)) {
+    const std::string link_json = "ip-link.json";
+    const std::string addr_json = "ip-addr.json";
+    for (const auto &p : {link_json, addr_json}) {
+        if (!tree.exists(p)) {
             return Status(Code::kNotFound,
-                          dir + " is not a roce-doctor capture: " + p +
+                          tree.shown("") + " is not a roce-doctor capture: " + tree.shown(p) +
                               " is missing (a capture holds sys/, ip-link.json and ip-addr.json; "
                               "make one with `roce-doctor --capture DIR`)");
         }
     }
-    if (!fs::is_dir(fs::join(dir, "sys"))) {
-        return Status(Code::kNotFound, dir + " is not a roce-doctor capture: " +
-                                           fs::join(dir, "sys") + " is missing");
+    if (!tree.exists("sys")) {
+        return Status(Code::kNotFound, tree.shown("") + " is not a roce-doctor capture: " +
+                                           tree.shown("sys") + " is missing");
     }
     NetdevReader netdevs = [&]() -> Result<std::vector<NetdevInfo>> {
-        auto link_text = fs::read_text(link_path);
+        auto link_text = tree.read_text(link_json);
         if (!link_text) {
             return link_text.status();
         }
-        auto addr_text = fs::read_text(addr_path);
+        auto addr_text = tree.read_text(addr_json);
         if (!addr_text) {
             return addr_text.status();
         }
-        auto links = parse_ip_link_json(*link_text, link_path);
+        auto links = parse_ip_link_json(*link_text, tree.shown(link_json));
         if (!links) {
             return links.status();
         }
-        auto addrs = parse_ip_addr_json(*addr_text, addr_path);
+        auto addrs = parse_ip_addr_json(*addr_text, tree.shown(addr_json));
         if (!addrs) {
             return addrs.status();
         }
@@ -211,11 +248,16 @@ Result<Snapshot> read_capture(const std::string &dir) {
         return links;
     };
     std::vector<std::string> warnings;
-    auto devices = read_rdma_sysfs(dir, &warnings);
+    auto devices = read_rdma_sysfs(tree, &warnings);
     if (!devices) {
-        return devices.status().with_context("capture " + dir);
+        return devices.status().with_context("capture " + tree.shown(""));
     }
-    return assemble(std::move(devices.value()), std::move(warnings), netdevs, "capture:" + dir);
+    auto snap =
+        assemble(std::move(devices.value()), std::move(warnings), netdevs, "capture:" + dir);
+    if (snap) {
+        make_printable(snap.value());
+    }
+    return snap;
 }
 
 } // namespace roce::topo

@@ -34,17 +34,26 @@ util::Result<AddressMap> read_addresses_getifaddrs();
 /// source = "live".
 util::Result<Snapshot> read_live(const verbs::VerbsApi &api, const NetdevReader &netdevs);
 
-/// sysfs below `root`: RDMA devices from ROOT/sys/class/infiniband +
-/// `netdevs`. source = "sysfs:ROOT".
+/// sysfs below `root` (the kernel's tree: "/", or another root in a private
+/// mount namespace; links are followed as sysfs needs, fs::Links::kFollow):
+/// RDMA devices from ROOT/sys/class/infiniband + `netdevs`. source =
+/// "sysfs:ROOT".
 util::Result<Snapshot> read_sysfs(const std::string &root, const NetdevReader &netdevs);
 
 /// A capture directory as `roce-doctor --capture DIR` writes it:
 ///   DIR/sys/class/infiniband/...  (the RDMA sysfs subtree)
 ///   DIR/ip-link.json              (`ip -j -d link show`: netdev structure)
 ///   DIR/ip-addr.json              (`ip -j addr show`: addresses)
-/// DIR/sys/class/net/... is in captures too but not needed here. Errors:
-/// kNotFound when DIR or one of the two JSON files is missing (naming it),
-/// kInvalidArgument when a file is malformed. source = "capture:DIR".
+/// DIR/sys/class/net/... is in captures too but not needed here. A capture
+/// is someone else's data, read under fs::Links::kRefuse: regular files and
+/// directories only, nothing below DIR followed if it is a link, FIFOs and
+/// devices refused, each file at most 4 MiB (fs.h). Every string it puts in
+/// the snapshot (names, kinds, MACs, source) is made printable
+/// (util::printable), so reports and messages built from it carry no control
+/// bytes. Errors: kNotFound when DIR (or "") or one of the two JSON files
+/// is missing (naming it), kInvalidArgument when a file is malformed, a link,
+/// not a regular file or numbers a slot the kernel cannot have (sysfs_reader.h),
+/// kResourceExhausted for a file over the cap. source = "capture:DIR".
 util::Result<Snapshot> read_capture(const std::string &dir);
 
 /// Fills in, for every GID, the netdev name from its ifindex or the ifindex

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <map>
 
-#include "topo/fs.h"
 #include "util/strings.h"
 
 namespace roce::topo {
@@ -34,17 +33,67 @@ int hex_digit(char c) {
     return -1;
 }
 
-/// Numeric directory entries ("0", "1", ...) in ascending order.
-std::vector<int> numeric_entries(const std::vector<std::string> &names) {
+/// The tree being read, for one read_rdma_sysfs() / read_netdevs_sysfs()
+/// call. A read that fails with an errno is the kernel's answer and the
+/// caller's to tolerate where sysfs does that (EINVAL for an empty slot's
+/// type or a down netdev's carrier, ENOENT for an attribute an older kernel
+/// lacks). A file the reading rules refuse - a link, a FIFO, a file over the
+/// cap: an error without an errno (fs.h) - is never the kernel's answer: the
+/// first one is kept in `refused` and fails the whole read.
+struct Attrs {
+    const fs::Tree &tree;
+    Status refused;
+
+    template <typename T>
+    Result<T> keep(Result<T> r) {
+        if (!r && r.status().sys_errno() == 0 && refused.is_ok()) {
+            refused = r.status();
+        }
+        return r;
+    }
+    Result<std::string> line(const std::string &rel) { return keep(tree.read_line(rel)); }
+    Result<std::string> text(const std::string &rel) { return keep(tree.read_text(rel)); }
+    Result<std::vector<std::string>> dir(const std::string &rel) {
+        return keep(tree.list_dir(rel));
+    }
+    Result<std::string> link(const std::string &rel) { return keep(tree.link_name(rel)); }
+};
+
+/// The numbered entries of directory REL ("0", "1", ...; the kernel writes
+/// them with "%d": no sign, no leading zero) in ascending order; other names
+/// are not slots and are left alone. A number above `max` is an error: the
+/// kernel cannot have made it (see the limits in sysfs_reader.h).
+Result<std::vector<int>> numbered(const fs::Tree &t, const std::string &rel,
+                                  const std::vector<std::string> &names, int max, const char *what,
+                                  const char *limit) {
     std::vector<int> out;
     for (const auto &n : names) {
-        auto v = util::parse_uint(n);
-        if (v && *v < 1u << 20 && n.find_first_not_of("0123456789") == std::string::npos) {
-            out.push_back(static_cast<int>(*v));
+        if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos ||
+            (n.size() > 1 && n[0] == '0')) {
+            continue;
         }
+        auto v = util::parse_uint(n);
+        if (!v || *v > static_cast<uint64_t>(max)) {
+            return Status(Code::kInvalidArgument,
+                          util::format("%s: %s %s is beyond the kernel's limit (%s)",
+                                       t.shown(rel + "/" + n).c_str(), what, n.c_str(), limit));
+        }
+        out.push_back(static_cast<int>(*v));
     }
     std::sort(out.begin(), out.end());
     return out;
+}
+
+Result<std::vector<int>> gid_slots(const fs::Tree &t, const std::string &rel,
+                                   const std::vector<std::string> &names) {
+    return numbered(t, rel, names, kMaxGidSlots - 1, "GID slot",
+                    "a GID table has at most 65535 slots, 0..65534");
+}
+
+Result<std::vector<int>> pkey_slots(const fs::Tree &t, const std::string &rel,
+                                    const std::vector<std::string> &names) {
+    return numbered(t, rel, names, kMaxPkeySlots - 1, "pkey slot",
+                    "a pkey table has at most 65535 slots, 0..65534");
 }
 
 LinkLayer parse_link_layer(const std::string &s) {
@@ -61,10 +110,11 @@ bool all_zero(const std::array<uint8_t, 16> &g) {
     return std::all_of(g.begin(), g.end(), [](uint8_t b) { return b == 0; });
 }
 
-Status read_gid_slot(const std::string &port_dir, int index, LinkLayer ll, PortInfo &port,
+Status read_gid_slot(Attrs &a, const std::string &port_dir, int index, LinkLayer ll, PortInfo &port,
                      std::vector<std::string> *warnings) {
-    std::string gid_path = fs::join(port_dir, "gids/" + std::to_string(index));
-    auto text = fs::read_line(gid_path);
+    const std::string slot = std::to_string(index);
+    const std::string gid_rel = port_dir + "/gids/" + slot;
+    auto text = a.line(gid_rel);
     if (!text) {
         warn(warnings, text.status().message() + "; slot skipped");
         return Status::ok();
@@ -72,96 +122,108 @@ Status read_gid_slot(const std::string &port_dir, int index, LinkLayer ll, PortI
     auto gid = parse_sysfs_gid(*text);
     if (!gid) {
         return Status(Code::kInvalidArgument,
-                      gid_path + ": '" + *text +
+                      a.tree.shown(gid_rel) + ": '" + util::printable(*text) +
                           "' is not a GID (expected 8 groups of 4 hex digits separated by ':')");
     }
     if (all_zero(*gid)) {
         return Status::ok(); // an empty slot
     }
-    std::string type_path = fs::join(port_dir, "gid_attrs/types/" + std::to_string(index));
-    auto type_text = fs::read_line(type_path);
+    const std::string type_rel = port_dir + "/gid_attrs/types/" + slot;
+    auto type_text = a.line(type_rel);
     if (!type_text) {
-        warn(warnings, type_text.status().message() + "; gid[" + std::to_string(index) + "] " +
-                           gid_to_string(*gid) + " skipped because its type is unknown");
+        warn(warnings, type_text.status().message() + "; gid[" + slot + "] " + gid_to_string(*gid) +
+                           " skipped because its type is unknown");
         return Status::ok();
     }
     auto type = parse_sysfs_gid_type(*type_text, ll);
     if (!type) {
         return Status(Code::kInvalidArgument,
-                      type_path + ": '" + *type_text +
+                      a.tree.shown(type_rel) + ": '" + util::printable(*type_text) +
                           "' is not a GID type (expected 'IB/RoCE v1' or 'RoCE v2')");
     }
     GidEntry e;
     e.index = index;
     e.gid = *gid;
     e.type = *type;
-    auto ndev = fs::read_line(fs::join(port_dir, "gid_attrs/ndevs/" + std::to_string(index)));
+    auto ndev = a.line(port_dir + "/gid_attrs/ndevs/" + slot);
     if (ndev) {
         e.netdev = *ndev;
     } else if (ll == LinkLayer::kEthernet) {
-        warn(warnings, ndev.status().message() + "; gid[" + std::to_string(index) +
-                           "] has no known netdev");
+        warn(warnings, ndev.status().message() + "; gid[" + slot + "] has no known netdev");
     }
     port.gids.push_back(std::move(e));
     return Status::ok();
 }
 
-Result<PortInfo> read_port(const std::string &port_dir, int port_num,
+Result<PortInfo> read_port(Attrs &a, const std::string &port_dir, int port_num,
                            std::vector<std::string> *warnings) {
     PortInfo port;
     port.port = port_num;
-    auto state = fs::read_line(fs::join(port_dir, "state"));
+    auto state = a.line(port_dir + "/state");
     port.state = state ? parse_sysfs_port_state(*state) : PortState::kUnknown;
-    auto ll = fs::read_line(fs::join(port_dir, "link_layer"));
+    auto ll = a.line(port_dir + "/link_layer");
     port.link_layer = ll ? parse_link_layer(*ll) : LinkLayer::kUnknown;
 
-    auto gid_names = fs::list_dir(fs::join(port_dir, "gids"));
+    auto gid_names = a.dir(port_dir + "/gids");
     if (!gid_names) {
         return gid_names.status();
     }
-    std::vector<int> slots = numeric_entries(*gid_names);
-    port.gid_tbl_len = slots.empty() ? 0 : slots.back() + 1;
-    for (int index : slots) {
-        Status st = read_gid_slot(port_dir, index, port.link_layer, port, warnings);
+    auto slots = gid_slots(a.tree, port_dir + "/gids", *gid_names);
+    if (!slots) {
+        return slots.status();
+    }
+    port.gid_tbl_len = slots->empty() ? 0 : slots->back() + 1;
+    for (int index : *slots) {
+        Status st = read_gid_slot(a, port_dir, index, port.link_layer, port, warnings);
         if (!st) {
             return st;
         }
     }
 
-    auto pkey_names = fs::list_dir(fs::join(port_dir, "pkeys"));
-    std::vector<int> pkey_slots = pkey_names ? numeric_entries(*pkey_names) : std::vector<int>{};
-    port.pkey_tbl_len = pkey_slots.empty() ? 0 : pkey_slots.back() + 1;
+    auto pkey_names = a.dir(port_dir + "/pkeys");
+    auto pslots = pkey_slots(a.tree, port_dir + "/pkeys",
+                             pkey_names ? *pkey_names : std::vector<std::string>{});
+    if (!pslots) {
+        return pslots.status();
+    }
+    port.pkey_tbl_len = pslots->empty() ? 0 : pslots->back() + 1;
     port.pkeys.assign(static_cast<size_t>(port.pkey_tbl_len), 0);
-    for (int index : pkey_slots) {
-        std::string path = fs::join(port_dir, "pkeys/" + std::to_string(index));
-        auto text = fs::read_line(path);
+    for (int index : *pslots) {
+        const std::string rel = port_dir + "/pkeys/" + std::to_string(index);
+        auto text = a.line(rel);
         if (!text) {
             warn(warnings, text.status().message() + "; pkey slot read as 0x0000");
             continue;
         }
         auto v = util::parse_uint(*text);
         if (!v || *v > 0xffff) {
-            return Status(Code::kInvalidArgument,
-                          path + ": '" + *text + "' is not a pkey (expected 0x0000..0xffff)");
+            return Status(Code::kInvalidArgument, a.tree.shown(rel) + ": '" +
+                                                      util::printable(*text) +
+                                                      "' is not a pkey (expected 0x0000..0xffff)");
         }
         port.pkeys[static_cast<size_t>(index)] = static_cast<uint16_t>(*v);
     }
     return port;
 }
 
-Result<DeviceInfo> read_device(const std::string &dev_dir, const std::string &name,
+Result<DeviceInfo> read_device(Attrs &a, const std::string &dev_dir, const std::string &name,
                                std::vector<std::string> *warnings) {
     DeviceInfo dev;
     dev.name = name;
-    auto port_names = fs::list_dir(fs::join(dev_dir, "ports"));
+    const std::string what = "RDMA device " + util::printable(name);
+    auto port_names = a.dir(dev_dir + "/ports");
     if (!port_names) {
-        return port_names.status().with_context("RDMA device " + name);
+        return port_names.status().with_context(what);
     }
-    for (int p : numeric_entries(*port_names)) {
-        auto port = read_port(fs::join(dev_dir, "ports/" + std::to_string(p)), p, warnings);
+    auto ports = numbered(a.tree, dev_dir + "/ports", *port_names, kMaxPort, "port",
+                          "port numbers are 8 bits, at most 255");
+    if (!ports) {
+        return ports.status().with_context(what);
+    }
+    for (int p : *ports) {
+        auto port = read_port(a, dev_dir + "/ports/" + std::to_string(p), p, warnings);
         if (!port) {
-            return port.status().with_context("RDMA device " + name + " port " +
-                                               std::to_string(p));
+            return port.status().with_context(what + " port " + std::to_string(p));
         }
         dev.ports.push_back(std::move(port.value()));
     }
@@ -193,8 +255,8 @@ OperState parse_operstate(const std::string &text) {
     return OperState::kUnknown;
 }
 
-int read_int(const std::string &path, int fallback) {
-    auto text = fs::read_line(path);
+int read_int(Attrs &a, const std::string &rel, int fallback) {
+    auto text = a.line(rel);
     if (!text) {
         return fallback;
     }
@@ -202,27 +264,27 @@ int read_int(const std::string &path, int fallback) {
     return v ? static_cast<int>(*v) : fallback;
 }
 
-BondInfo read_bond(const std::string &dir) {
+BondInfo read_bond(Attrs &a, const std::string &dir) {
     BondInfo b;
-    auto mode = fs::read_line(fs::join(dir, "bonding/mode"));
+    auto mode = a.line(dir + "/bonding/mode");
     b.mode = mode ? parse_bond_mode(*mode) : BondMode::kUnknown;
-    auto slaves = fs::read_line(fs::join(dir, "bonding/slaves"));
+    auto slaves = a.line(dir + "/bonding/slaves");
     if (slaves) {
         for (auto &s : util::split_list(*slaves, ' ')) {
             b.slaves.push_back(s);
         }
     }
-    auto active = fs::read_line(fs::join(dir, "bonding/active_slave"));
+    auto active = a.line(dir + "/bonding/active_slave");
     b.active_slave = active ? *active : "";
-    b.ad_num_ports = read_int(fs::join(dir, "bonding/ad_num_ports"), -1);
-    auto hash = fs::read_line(fs::join(dir, "bonding/xmit_hash_policy"));
+    b.ad_num_ports = read_int(a, dir + "/bonding/ad_num_ports", -1);
+    auto hash = a.line(dir + "/bonding/xmit_hash_policy");
     b.xmit_hash_policy = hash ? hash->substr(0, hash->find(' ')) : "";
-    b.miimon_ms = read_int(fs::join(dir, "bonding/miimon"), -1);
+    b.miimon_ms = read_int(a, dir + "/bonding/miimon", -1);
     return b;
 }
 
-std::string devtype_from_uevent(const std::string &dir) {
-    auto text = fs::read_text(fs::join(dir, "uevent"));
+std::string devtype_from_uevent(Attrs &a, const std::string &dir) {
+    auto text = a.text(dir + "/uevent");
     if (!text) {
         return "";
     }
@@ -234,26 +296,26 @@ std::string devtype_from_uevent(const std::string &dir) {
     return "";
 }
 
-NetdevInfo read_netdev(const std::string &dir, const std::string &name,
+NetdevInfo read_netdev(Attrs &a, const std::string &dir, const std::string &name,
                        const std::map<std::string, int> &vlan_ids) {
     NetdevInfo n;
     n.name = name;
-    n.ifindex = read_int(fs::join(dir, "ifindex"), 0);
-    n.mtu = read_int(fs::join(dir, "mtu"), 0);
-    auto oper = fs::read_line(fs::join(dir, "operstate"));
+    n.ifindex = read_int(a, dir + "/ifindex", 0);
+    n.mtu = read_int(a, dir + "/mtu", 0);
+    auto oper = a.line(dir + "/operstate");
     n.operstate = oper ? parse_operstate(*oper) : OperState::kUnknown;
-    n.carrier = read_int(fs::join(dir, "carrier"), 0) == 1;
-    auto mac = fs::read_line(fs::join(dir, "address"));
+    n.carrier = read_int(a, dir + "/carrier", 0) == 1;
+    auto mac = a.line(dir + "/address");
     n.mac = mac ? *mac : "";
-    auto master = fs::link_name(fs::join(dir, "master"));
+    auto master = a.link(dir + "/master");
     n.master = master ? *master : "";
-    std::string devtype = devtype_from_uevent(dir);
-    if (fs::is_dir(fs::join(dir, "bonding"))) {
+    std::string devtype = devtype_from_uevent(a, dir);
+    if (a.tree.is_dir(dir + "/bonding")) {
         n.kind = "bond";
-        n.bond = read_bond(dir);
+        n.bond = read_bond(a, dir);
     } else if (devtype == "vlan" || devtype == "macvlan") {
         n.kind = devtype;
-        auto entries = fs::list_dir(dir);
+        auto entries = a.dir(dir);
         for (const auto &e : entries ? *entries : std::vector<std::string>{}) {
             if (e.rfind("lower_", 0) == 0) {
                 n.parent = e.substr(6);
@@ -348,39 +410,44 @@ std::vector<std::pair<std::string, int>> parse_proc_vlan_config(std::string_view
     return out;
 }
 
-Result<std::vector<DeviceInfo>> read_rdma_sysfs(const std::string &root,
+Result<std::vector<DeviceInfo>> read_rdma_sysfs(const fs::Tree &root,
                                                 std::vector<std::string> *warnings) {
-    if (!fs::is_dir(root)) {
-        return Status(Code::kNotFound, "sysfs root " + root + " is not a directory");
+    if (!root.is_dir("")) {
+        return Status(Code::kNotFound, "sysfs root " + root.shown("") + " is not a directory");
     }
-    std::string dir = fs::join(root, "sys/class/infiniband");
+    const std::string dir = "sys/class/infiniband";
     std::vector<DeviceInfo> devices;
-    if (!fs::is_dir(dir)) {
+    if (!root.exists(dir)) {
         return devices;
     }
-    auto names = fs::list_dir(dir);
+    auto names = root.list_dir(dir);
     if (!names) {
         return names.status();
     }
     for (const auto &name : *names) {
-        auto dev = read_device(fs::join(dir, name), name, warnings);
+        Attrs a{root, Status::ok()};
+        auto dev = read_device(a, dir + "/" + name, name, warnings);
         if (!dev) {
             return dev.status();
+        }
+        if (!a.refused.is_ok()) {
+            return a.refused;
         }
         devices.push_back(std::move(dev.value()));
     }
     return devices;
 }
 
-Result<std::vector<NetdevInfo>> read_netdevs_sysfs(const std::string &root,
+Result<std::vector<NetdevInfo>> read_netdevs_sysfs(const fs::Tree &root,
                                                    std::vector<std::string> *warnings) {
-    std::string dir = fs::join(root, "sys/class/net");
-    auto names = fs::list_dir(dir);
+    const std::string dir = "sys/class/net";
+    auto names = root.list_dir(dir);
     if (!names) {
         return names.status().with_context("reading netdevs");
     }
+    Attrs a{root, Status::ok()};
     std::map<std::string, int> vlan_ids;
-    auto vlan_text = fs::read_text(fs::join(root, "proc/net/vlan/config"));
+    auto vlan_text = a.text("proc/net/vlan/config");
     if (vlan_text) {
         for (auto &[name, id] : parse_proc_vlan_config(*vlan_text)) {
             vlan_ids[name] = id;
@@ -388,17 +455,31 @@ Result<std::vector<NetdevInfo>> read_netdevs_sysfs(const std::string &root,
     }
     std::vector<NetdevInfo> out;
     for (const auto &name : *names) {
-        if (!fs::is_dir(fs::join(dir, name))) {
-            continue; // bonding_masters and other plain files
+        const std::string rel = dir + "/" + name;
+        if (!root.is_dir(rel)) {
+            // bonding_masters and other plain files are not netdevs; in a
+            // capture, a link is not followed and says so.
+            if (root.links() == fs::Links::kRefuse && root.is_link(rel)) {
+                warn(warnings, root.list_dir(rel).status().message() + "; netdev left out");
+            }
+            continue;
         }
-        out.push_back(read_netdev(fs::join(dir, name), name, vlan_ids));
+        out.push_back(read_netdev(a, rel, name, vlan_ids));
+        if (!a.refused.is_ok()) {
+            return a.refused;
+        }
         const NetdevInfo &n = out.back();
         if (n.kind == "vlan" && n.vlan_id < 0) {
-            warn(warnings, "VLAN " + name + ": id unknown (no entry in proc/net/vlan/config)");
+            warn(warnings, "VLAN " + util::printable(name) +
+                               ": id unknown (no entry in proc/net/vlan/config)");
         }
     }
-    std::stable_sort(out.begin(), out.end(),
-                     [](const NetdevInfo &a, const NetdevInfo &b) { return a.ifindex < b.ifindex; });
+    if (!a.refused.is_ok()) {
+        return a.refused; // proc/net/vlan/config
+    }
+    std::stable_sort(out.begin(), out.end(), [](const NetdevInfo &x, const NetdevInfo &y) {
+        return x.ifindex < y.ifindex;
+    });
     return out;
 }
 

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "topo/fs.h"
 #include "topo/snapshot.h"
 #include "util/status.h"
 
@@ -15,7 +16,11 @@ namespace roce::topo {
 
 /// Readers of the kernel's sysfs (and procfs) view below a configurable
 /// root: "/" for this machine, a capture directory or a test fixture
-/// otherwise (which holds the same tree under ROOT/sys/... ).
+/// otherwise (which holds the same tree under ROOT/sys/... ). The root is an
+/// fs::Tree: Links::kFollow for the kernel's own tree (sysfs is made of
+/// links), Links::kRefuse for a tree a user handed us (a capture, a
+/// fixture), where a link anywhere below the root is an error. Files are
+/// read under fs.h's rules (regular files only, 4 MiB cap).
 ///
 /// What they read:
 ///   ROOT/sys/class/infiniband/<dev>/ports/<p>/{state,link_layer,gids/N,
@@ -32,18 +37,40 @@ namespace roce::topo {
 ///
 /// Errors: a missing root, or a file whose content is malformed (a GID that
 /// is not 8 groups of 4 hex digits, a pkey that is not 0xNNNN), fails the read
-/// with kNotFound/kInvalidArgument naming the file. A populated GID whose type
-/// cannot be read is skipped with a line in `warnings`. Never throws except
-/// std::bad_alloc; thread-safe.
+/// with kNotFound/kInvalidArgument naming the file; so does a slot or port
+/// number the kernel cannot have (kMaxGidSlots, kMaxPkeySlots, kMaxPort).
+/// File contents quoted in messages are escaped (util::printable). A
+/// populated GID whose type cannot be read is skipped with a line in
+/// `warnings`: unreadable attributes are tolerated where the kernel answers
+/// with an errno (EINVAL, ENOENT), but a file the reading rules refuse (a
+/// link, a FIFO, a file over the cap) fails the read wherever it is. Never
+/// throws except std::bad_alloc; thread-safe.
+///
+/// Kernel limits on the numbered entries (sysfs creates gids/N, pkeys/N for
+/// N < the table length, ports/N for each port):
+///  - pkey tables: struct ib_port_attr::pkey_tbl_len and
+///    ib_uverbs_query_port_resp.pkey_tbl_len are u16 (include/rdma/
+///    ib_verbs.h, include/uapi/rdma/ib_user_verbs.h): at most 65535 slots.
+///  - GID tables: the core's gid_tbl_len is an int, but every device
+///    reports a 16-bit count: mlx5 RoCE copies the firmware's 16-bit
+///    roce_address_table_size (include/linux/mlx5/mlx5_ifc.h), rxe has 1024
+///    (RXE_PORT_GID_TBL_LEN, drivers/infiniband/sw/rxe/rxe_param.h); so at
+///    most 65535 slots here too. (Only slots 0..255 can be put in a QP:
+///    sgid_index is __u8 in struct ib_uverbs_global_route.)
+///  - ports: 8 bits in the uAPI (ib_uverbs_query_port.port_num,
+///    ibv_device_attr.phys_port_cnt): at most 255.
+inline constexpr int kMaxGidSlots = 65535;
+inline constexpr int kMaxPkeySlots = 65535;
+inline constexpr int kMaxPort = 255;
 
 /// The RDMA devices under ROOT/sys/class/infiniband, sorted by name. No such
 /// directory means no RDMA devices (an empty vector, not an error).
-util::Result<std::vector<DeviceInfo>> read_rdma_sysfs(const std::string &root,
+util::Result<std::vector<DeviceInfo>> read_rdma_sysfs(const fs::Tree &root,
                                                       std::vector<std::string> *warnings);
 
 /// The netdevs under ROOT/sys/class/net, sorted by ifindex, without
 /// addresses (sysfs has none: see ip_json.h and readers.h).
-util::Result<std::vector<NetdevInfo>> read_netdevs_sysfs(const std::string &root,
+util::Result<std::vector<NetdevInfo>> read_netdevs_sysfs(const fs::Tree &root,
                                                          std::vector<std::string> *warnings);
 
 /// Parses the sysfs GID text "fe80:0000:0000:0000:ba59:9fff:fe10:002a".

@@ -1,6 +1,7 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #include "util/json.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -40,7 +41,7 @@ private:
     Status error(const char *expected) const {
         std::string near;
         if (pos_ < s_.size()) {
-            near = format(" (found '%c')", s_[pos_]);
+            near = " (found '" + printable(s_.substr(pos_, 1)) + "')";
         } else {
             near = " (found end of input)";
         }
@@ -305,12 +306,23 @@ private:
             }
         }
         std::string text(s_.substr(start, pos_ - start));
-        if (integral && text.size() <= 18) {
-            // Exact for every integer ip(8) prints (ifindex, mtu, lifetimes).
-            out = Json(static_cast<int64_t>(std::strtoll(text.c_str(), nullptr, 10)));
-        } else {
-            out = Json(std::strtod(text.c_str(), nullptr));
+        if (integral) {
+            // Exact for every integer ip(8) prints (ifindex, mtu, lifetimes);
+            // past int64 it is a double like any other number.
+            errno = 0;
+            long long v = std::strtoll(text.c_str(), nullptr, 10);
+            if (errno != ERANGE) {
+                out = Json(static_cast<int64_t>(v));
+                return Status::ok();
+            }
         }
+        double v = std::strtod(text.c_str(), nullptr);
+        if (!std::isfinite(v)) {
+            // 1e400 would become inf, which no JSON text can say back.
+            pos_ = start;
+            return error("a number within the range of a double");
+        }
+        out = Json(v);
         return Status::ok();
     }
 
@@ -318,22 +330,86 @@ private:
     size_t pos_ = 0;
 };
 
+/// The length of the valid UTF-8 sequence at s[i], 0 when there is none
+/// (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
+size_t utf8_length(const std::string &s, size_t i, uint32_t *cp) {
+    auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+    const unsigned char c = at(i);
+    size_t n = 0;
+    uint32_t v = 0;
+    unsigned char lo = 0x80, hi = 0xbf; // allowed range of the second byte
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+        v = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        v = c & 0x0f;
+        lo = c == 0xe0 ? 0xa0 : 0x80;
+        hi = c == 0xed ? 0x9f : 0xbf;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        v = c & 0x07;
+        lo = c == 0xf0 ? 0x90 : 0x80;
+        hi = c == 0xf4 ? 0x8f : 0xbf;
+    } else {
+        return 0;
+    }
+    if (i + n > s.size()) {
+        return 0;
+    }
+    for (size_t k = 1; k < n; ++k) {
+        unsigned char b = at(i + k);
+        if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf)) {
+            return 0;
+        }
+        v = v << 6 | (b & 0x3f);
+    }
+    *cp = v;
+    return n;
+}
+
 void escape_to(std::string &out, const std::string &s) {
     out += '"';
-    for (char ch : s) {
-        auto c = static_cast<unsigned char>(ch);
-        switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-            if (c < 0x20) {
-                out += format("\\u%04x", c);
-            } else {
-                out += ch;
+    for (size_t i = 0; i < s.size();) {
+        auto c = static_cast<unsigned char>(s[i]);
+        if (c < 0x80) {
+            switch (c) {
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            default:
+                if (c < 0x20 || c == 0x7f) {
+                    out += format("\\u%04x", c);
+                } else {
+                    out += static_cast<char>(c);
+                }
             }
+            ++i;
+            continue;
+        }
+        uint32_t cp = 0;
+        size_t n = utf8_length(s, i, &cp);
+        if (n == 0) {
+            out += "\xef\xbf\xbd"; // U+FFFD for a byte that is not UTF-8
+            ++i;
+        } else if (cp < 0xa0) {
+            out += format("\\u%04x", cp); // a C1 control
+            i += n;
+        } else {
+            out.append(s, i, n);
+            i += n;
         }
     }
     out += '"';
@@ -367,9 +443,27 @@ Json &Json::push(Json v) {
     return arr_.back();
 }
 
+Json::Json(const Json &o)
+    : type_(o.type_), bool_(o.bool_), num_(o.num_), integral_(o.integral_), str_(o.str_),
+      arr_(o.arr_), obj_(o.obj_),
+      index_(o.index_ ? std::make_unique<std::map<std::string, size_t, std::less<>>>(*o.index_)
+                      : nullptr) {}
+
+Json &Json::operator=(const Json &o) {
+    if (this != &o) {
+        Json copy(o);
+        *this = std::move(copy);
+    }
+    return *this;
+}
+
 const Json *Json::find(std::string_view key) const noexcept {
     if (!is_object()) {
         return nullptr;
+    }
+    if (index_) {
+        auto it = index_->find(key);
+        return it == index_->end() ? nullptr : &obj_[it->second].second;
     }
     for (const auto &m : obj_) {
         if (m.first == key) {
@@ -383,12 +477,27 @@ Json &Json::operator[](std::string_view key) {
     if (type_ == Type::kNull) {
         type_ = Type::kObject;
     }
+    if (index_) {
+        auto it = index_->lower_bound(key);
+        if (it != index_->end() && it->first == key) {
+            return obj_[it->second].second;
+        }
+        index_->emplace_hint(it, std::string(key), obj_.size());
+        obj_.emplace_back(std::string(key), Json());
+        return obj_.back().second;
+    }
     for (auto &m : obj_) {
         if (m.first == key) {
             return m.second;
         }
     }
     obj_.emplace_back(std::string(key), Json());
+    if (obj_.size() > kIndexFrom) {
+        index_ = std::make_unique<std::map<std::string, size_t, std::less<>>>();
+        for (size_t i = 0; i < obj_.size(); ++i) {
+            index_->emplace(obj_[i].first, i);
+        }
+    }
     return obj_.back().second;
 }
 
@@ -409,7 +518,12 @@ void Json::dump_to(std::string &out, int indent, int level) const {
     case Type::kNull: out += "null"; return;
     case Type::kBool: out += bool_ ? "true" : "false"; return;
     case Type::kNumber:
-        if (integral_ || (std::floor(num_) == num_ && std::fabs(num_) < 1e15)) {
+        if (!std::isfinite(num_)) {
+            out += "null";
+        } else if ((integral_ && std::fabs(num_) < 9.2e18) ||
+                   (std::floor(num_) == num_ && std::fabs(num_) < 1e15)) {
+            // Below 2^63, so the conversion is defined; larger integral
+            // values print as doubles (their exact digits are gone anyway).
             out += std::to_string(static_cast<long long>(num_));
         } else {
             out += format("%.17g", num_);

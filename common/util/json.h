@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,14 +16,27 @@ namespace roce::util {
 
 /// A JSON value: just enough to read `ip -j` output and to write the
 /// roce-doctor report. Objects keep their keys in insertion order (so output
-/// is stable and reads like the code that built it). Copyable value type;
-/// not thread-safe to mutate concurrently.
+/// is stable and reads like the code that built it); a name given twice
+/// keeps one member, at the position of its first appearance, with the last
+/// value (when parsing as when building with operator[]). Objects of more
+/// than kIndexFrom members also keep an ordered index of their names, so
+/// find() and operator[] are O(log n) and parsing is O(n log n) in the
+/// input: a sorted index, not a hash table, because crafted names can make
+/// any fixed hash function collide and the documents come from files a user
+/// hands us. Copyable value type; not thread-safe to mutate concurrently.
 class Json {
 public:
     enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
+    /// Objects with more members than this get the name index.
+    static constexpr size_t kIndexFrom = 16;
 
     Json() = default; ///< null
     Json(std::nullptr_t) {}
+    Json(const Json &o);
+    Json(Json &&o) noexcept = default;
+    Json &operator=(const Json &o);
+    Json &operator=(Json &&o) noexcept = default;
+    ~Json() = default;
     Json(bool b) : type_(Type::kBool), bool_(b) {}
     Json(int v) : type_(Type::kNumber), num_(v), integral_(true) {}
     Json(int64_t v) : type_(Type::kNumber), num_(static_cast<double>(v)), integral_(true) {}
@@ -64,11 +78,20 @@ public:
     const std::vector<std::pair<std::string, Json>> &members() const noexcept;
 
     /// Parses a whole JSON text (RFC 8259; surrogate pairs supported). The
-    /// error names the byte offset and what was expected there.
+    /// error names the byte offset and what was expected there (the byte
+    /// found escaped, util::printable). Strings are kept as the bytes the
+    /// text holds (not checked for UTF-8). A number beyond the range of a
+    /// double is an error (JSON has no infinity). Nesting deeper than 64
+    /// levels is an error.
     static Result<Json> parse(std::string_view text);
 
     /// Serialises. indent < 0: compact, one line; otherwise pretty-printed
-    /// with that many spaces per level.
+    /// with that many spaces per level. The output is valid UTF-8 with no
+    /// raw control character: C0 controls, DEL and C1 controls are written
+    /// as \uXXXX, and a byte that is not part of valid UTF-8 as U+FFFD.
+    /// parse(dump()) gives back an equal value when every string is valid
+    /// UTF-8; dump(parse(dump())) == dump() always. Non-finite numbers
+    /// (only possible from code) are written as null.
     std::string dump(int indent = -1) const;
 
     bool operator==(const Json &o) const;
@@ -84,6 +107,9 @@ private:
     std::string str_;
     std::vector<Json> arr_;
     std::vector<std::pair<std::string, Json>> obj_;
+    /// Member name -> position in obj_, kept once obj_ has more than
+    /// kIndexFrom members (null before).
+    std::unique_ptr<std::map<std::string, size_t, std::less<>>> index_;
 };
 
 } // namespace roce::util

@@ -26,6 +26,9 @@ Code code_from_errno(int err) noexcept {
     switch (err) {
     case 0: return Code::kOk;
     case EINVAL: case ERANGE: case EDOM: return Code::kInvalidArgument;
+    // A path that names the wrong kind of thing (a file where a directory
+    // belongs, a link loop, a name too long): bad input, not our bug.
+    case ENOTDIR: case EISDIR: case ELOOP: case ENAMETOOLONG: return Code::kInvalidArgument;
     case ENOENT: case ENODEV: case ENXIO: case ENODATA: return Code::kNotFound;
     case EPERM: case EACCES: return Code::kPermissionDenied;
     case ENOMEM: case ENOSPC: case EAGAIN: case EMFILE: case ENFILE: case ENOBUFS:

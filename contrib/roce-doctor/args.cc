@@ -53,10 +53,13 @@ Status apply_value(Args &a, const std::string &name, const std::string &value, b
     known = true;
     if (name == "--peer") {
         a.peers.push_back(value);
-    } else if (name == "--capture") {
-        a.capture_dir = value;
-    } else if (name == "--from") {
-        a.from_dir = value;
+    } else if (name == "--capture" || name == "--from") {
+        // An empty value would read as "not given": --from= would silently
+        // report on this machine instead of the capture.
+        if (value.empty()) {
+            return bad(name + " needs a directory, not an empty value");
+        }
+        (name == "--capture" ? a.capture_dir : a.from_dir) = value;
     } else if (name == "--if-include") {
         a.raw.if_include = value;
     } else if (name == "--if-exclude") {
@@ -141,9 +144,11 @@ pkey index, qkey, port and path MTU, and why.
 
 Modes:
   (none)              read this machine (rdma-core, sysfs, getifaddrs)
-  --from DIR          replay a capture made with --capture instead
+  --from DIR          replay a capture made with --capture instead (regular
+                      files only; links inside DIR are not followed)
   --capture DIR       write a replayable capture of this machine to DIR
-                      (DIR/sys/..., DIR/ip-addr.json, DIR/ip-link.json)
+                      (DIR/sys/..., DIR/ip-addr.json, DIR/ip-link.json);
+                      DIR must be new (made 0700) or an empty one you own
   --check             also run real UD and RC QP transitions (RESET->INIT->
                       RTR->RTS) with the selected attributes on each port and
                       report pass or the diagnostic

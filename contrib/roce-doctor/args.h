@@ -23,8 +23,8 @@ struct Args {
 };
 
 /// Parses argv[1..] ("--opt VALUE" and "--opt=VALUE" both work). Errors
-/// (unknown option, missing or malformed value, conflicting modes) name the
-/// option and what is expected.
+/// (unknown option, missing or malformed value, an empty --from or
+/// --capture, conflicting modes) name the option and what is expected.
 util::Result<Args> parse_args(const std::vector<std::string> &argv);
 
 /// The --help text.

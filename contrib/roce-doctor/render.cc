@@ -354,7 +354,9 @@ std::string render_text(const Report &r) {
                               c.outcome.detail.c_str());
         }
     }
-    return o.str();
+    // Names come from the machine (a live netdev may be named with an
+    // escape sequence); the line breaks are ours.
+    return util::printable(o.str(), true);
 }
 
 Json render_json(const Report &r) {

@@ -30,7 +30,8 @@ struct Report {
 /// The human-readable report: per device and port, the state, the
 /// bond/VLAN/LAG picture behind its GIDs, the GID table with the chosen
 /// entry marked "=>", and for each choice (one per peer) the selection and
-/// why; then the --check results.
+/// why; then the --check results. Bytes outside printable ASCII (other than
+/// the report's own line breaks) are escaped (util::printable).
 std::string render_text(const Report &r);
 
 /// The --json report: {"tool", "version", "source", "options", "notes",

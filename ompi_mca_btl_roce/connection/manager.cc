@@ -132,6 +132,11 @@ void ConnectionManager::connect(Peer &peer) {
     }
     peer.state = EpState::kConnecting;
     peer.deadline = host_.now() + cfg_.connect_timeout_s;
+    if (peer.loopback) {
+        peer.resize_paths(1);
+        wire_loopback(peer, 0);
+        return;
+    }
     // Our GID may have gone since the policy chose it (the bond was
     // readdressed): the host chooses again if so.
     (void)host_.revalidate(peer, false);
@@ -180,7 +185,25 @@ void ConnectionManager::schedule_reconnect(Peer &peer, size_t i) {
     watch(peer);
 }
 
+void ConnectionManager::wire_loopback(Peer &peer, size_t i) {
+    Status s = host_.wire_loopback(peer, i);
+    if (!s) {
+        log_.write(LogLevel::kWarn, util::format("loopback path %zu of %s: %s; trying again", i,
+                                                 peer.label.c_str(), s.message().c_str()));
+        schedule_reconnect(peer, i);
+        return;
+    }
+    peer.path_conn(i).peer_credits = cfg_.credits;
+    path_up(peer, i);
+}
+
 void ConnectionManager::reconnect_path(Peer &peer, size_t i) {
+    if (peer.loopback) {
+        // Our own path: wired again locally (a REQ to ourselves would go
+        // unanswered - no CM message is taken from oneself).
+        wire_loopback(peer, i);
+        return;
+    }
     auto qp = host_.open_qp(peer, i);
     if (!qp) {
         // The path has no QP to retire: try again later (a QP may be

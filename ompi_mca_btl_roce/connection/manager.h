@@ -47,6 +47,10 @@ public:
     virtual util::Status accept_qps(Peer &peer, size_t first,
                                     const std::vector<wire::PathInfo> &remote,
                                     std::vector<LocalQp> *local) = 0;
+    /// A loopback peer: path `i` gets two new QPs wired to each other (RTS),
+    /// the sends of one arriving at the other; local_qpn/local_psn/remote_qpn
+    /// of the path are set. On failure the path has no QP.
+    virtual util::Status wire_loopback(Peer &peer, size_t i) = 0;
     /// Requester: path `i`'s QP (in INIT) to RTR and RTS towards `remote`.
     virtual util::Status connect_qp(Peer &peer, size_t i, const wire::PathInfo &remote) = 0;
     /// Takes path `i`'s QP out of service (error state; destroyed once its
@@ -134,14 +138,15 @@ public:
     /// shows it (nullptr when the GRH held none).
     void on_datagram(const wire::Gid *from, const uint8_t *data, size_t len);
 
-    /// Starts connecting a kClosed peer (first use). No-op in other states.
+    /// Starts connecting a kClosed peer (first use): the handshake, or for a
+    /// loopback peer a local wiring. No-op in other states.
     void connect(Peer &peer);
     /// The data path found path `i` broken (an error completion, a failed
     /// post) or replaced: retire its QP, reconnect after a delay.
     void path_failed(Peer &peer, size_t i, const std::string &why);
     /// An RC message arrived on path `i`: if it awaited the RTU, it is up.
     void on_rc_message(Peer &peer, size_t i);
-    /// Marks path `i` up without a handshake (loopback QPs wired locally).
+    /// Marks path `i` up (after a handshake, an RTU, or a local wiring).
     void path_up(Peer &peer, size_t i);
     /// Fails the peer now (no path could be made): every path retired.
     void fail(Peer &peer, const std::string &why);
@@ -173,6 +178,8 @@ private:
                 const std::string &text);
     void request_paths(Peer &peer, size_t first, size_t count);
     void reconnect_path(Peer &peer, size_t i);
+    /// A loopback path: wired by the host, up at once, or retried later.
+    void wire_loopback(Peer &peer, size_t i);
     void schedule_reconnect(Peer &peer, size_t i);
     void retire(Peer &peer, size_t i);
     void update_state(Peer &peer);

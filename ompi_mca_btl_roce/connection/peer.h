@@ -83,6 +83,9 @@ public:
     uint16_t port_index = 0;    ///< the peer's port (index into its modex address)
     uint64_t token = 0;         ///< the peer's connection token, from its modex
     std::string label;          ///< "rank 3 (node2, [[1234,1],3])" for messages
+    /// This process itself: its one path is two QPs wired to each other
+    /// (CmHost::wire_loopback), set up and replaced locally, never handshaken.
+    bool loopback = false;
 
     EpState state = EpState::kClosed;
     double deadline = 0;        ///< kConnecting: no path up by then, the peer fails

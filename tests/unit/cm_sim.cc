@@ -54,6 +54,7 @@ SimPeer &SimNode::know(const SimNode &other) {
     p->token = other.token_;
     p->port_index = 0;
     p->gid = other.gid_;
+    p->loopback = &other == this;
     p->label = util::format("node %llx", static_cast<unsigned long long>(other.name_));
     SimPeer &ref = *p;
     peers_[other.name_] = std::move(p);
@@ -131,11 +132,32 @@ Status SimNode::connect_qp(Peer &peer, size_t i, const wire::PathInfo &remote) {
     return Status::ok();
 }
 
+Status SimNode::wire_loopback(Peer &peer, size_t i) {
+    if (fail_qps_ > 0) {
+        --fail_qps_;
+        return Status(Code::kResourceExhausted, "simulated: no QP");
+    }
+    uint32_t a = new_qp(peer.name, i), b = new_qp(peer.name, i);
+    qps_[a].connected = qps_[b].connected = true;
+    qps_[a].remote_qpn = b;
+    qps_[b].remote_qpn = a;
+    loop_partner_[a] = b;
+    PathConn &p = peer.path_conn(i);
+    p.local_qpn = a;
+    p.remote_qpn = b;
+    return Status::ok();
+}
+
 void SimNode::retire_qp(Peer &peer, size_t i) {
     uint32_t qpn = peer.path_conn(i).local_qpn;
     auto it = qps_.find(qpn);
     if (qpn != 0 && it != qps_.end()) {
         it->second.retired = true;
+    }
+    auto loop = loop_partner_.find(qpn);
+    if (loop != loop_partner_.end()) {
+        qps_[loop->second].retired = true; // a loopback pair goes together
+        loop_partner_.erase(loop);
     }
 }
 

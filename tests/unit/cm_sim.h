@@ -75,7 +75,8 @@ public:
     uint64_t name() const { return name_; }
     uint64_t token() const { return token_; }
     const wire::Gid &gid() const { return gid_; }
-    /// Learns `other` as the modex would tell it (name, token, GID).
+    /// Learns `other` as the modex would tell it (name, token, GID); a node
+    /// that knows itself gets a loopback peer.
     SimPeer &know(const SimNode &other);
     SimPeer *peer(uint64_t name);
     /// Names (of the same job) that unknown_requester may add: as if Open
@@ -99,6 +100,7 @@ public:
     util::Status accept_qps(Peer &peer, size_t first, const std::vector<wire::PathInfo> &remote,
                             std::vector<LocalQp> *local) override;
     util::Status connect_qp(Peer &peer, size_t i, const wire::PathInfo &remote) override;
+    util::Status wire_loopback(Peer &peer, size_t i) override;
     void retire_qp(Peer &peer, size_t i) override;
     void path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected) override;
     void path_lost(Peer &peer, size_t i) override;
@@ -125,6 +127,7 @@ private:
     std::map<uint64_t, std::unique_ptr<SimPeer>> peers_;
     std::map<uint64_t, const SimNode *> lazy_;
     std::map<uint32_t, SimQp> qps_;
+    std::map<uint32_t, uint32_t> loop_partner_; ///< loopback path QP -> its partner
     std::vector<SimEvent> events_;
     CountingSink log_;
     size_t unknown_lookups_ = 0;

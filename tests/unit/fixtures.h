@@ -31,6 +31,10 @@ private:
 /// Copies a directory tree (files, directories and symlinks as symlinks).
 void copy_tree(const std::string &from, const std::string &to);
 
+/// Writes `text` to `path`, replacing what was there (a test editing a
+/// copied fixture; REQUIREs success).
+void write_file(const std::string &path, const std::string &text);
+
 /// A readable one-line-per-field rendering of a snapshot, for comparing two
 /// snapshots with a useful failure message. Leaves out `source`, `warnings`
 /// and, when `with_active_mtu` is false, PortInfo::active_mtu (sysfs cannot

@@ -251,6 +251,29 @@ TEST_CASE("cm: a REQ whose REP was lost and whose answering path failed is start
     CHECK(check_pairing(*p.a, *p.b) == "");
 }
 
+TEST_CASE("cm: a loopback path is wired locally, and rewired locally after it fails",
+          "[btl][cm]") {
+    // Found by the VM tier (pml-two-ci): after a cable pull a rank's path to
+    // itself was reconnected by a REQ to its own UD QP, which nobody
+    // answers; 30 s later the endpoint failed and the job hung.
+    SimFabric fabric(9);
+    SimNode &a = fabric.add_node(kA, kTokenA, 1);
+    SimPeer &self = a.know(a);
+    a.cm().connect(self);
+    REQUIRE(self.paths.size() == 1);
+    CHECK(self.paths[0].state == PathState::kUp);
+    CHECK(self.state == EpState::kConnected);
+    a.cm().path_failed(self, 0, "test: the cable was pulled");
+    CHECK(self.state == EpState::kConnecting);
+    a.fail_qp_creation(1); // the first rewiring fails; it is tried again
+    REQUIRE(fabric.settle(60));
+    CHECK(self.paths[0].state == PathState::kUp);
+    CHECK(self.state == EpState::kConnected);
+    CHECK(a.sent() == 0); // no CM message, ever
+    CHECK(a.live_qps() == 2);
+    CHECK(a.log().errors == 0);
+}
+
 TEST_CASE("cm: requests from names outside the job are never looked up", "[btl][cm][forged]") {
     Pair p;
     p.connect();

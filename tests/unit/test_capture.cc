@@ -28,12 +28,12 @@ TEST_CASE("capture: a capture of a sysfs tree replays as the same snapshot", "[t
         REQUIRE(replay.is_ok());
         CHECK(testing::dump(*replay) == testing::dump(fixture(name)));
         // Empty slots have no type file, as on the kernel (EINVAL on read).
-        CHECK_FALSE(topo::fs::exists(out.path() + "/sys/class/infiniband/" +
-                                     fixture(name).devices[0].name +
-                                     "/ports/1/gid_attrs/types/100"));
-        CHECK(topo::fs::exists(out.path() + "/README"));
+        const topo::fs::Tree cap(out.path(), topo::fs::Links::kRefuse);
+        CHECK_FALSE(cap.exists("sys/class/infiniband/" + fixture(name).devices[0].name +
+                               "/ports/1/gid_attrs/types/100"));
+        CHECK(cap.exists("README"));
         // The sysfs-root reader sees the captured tree too (bond, VLAN links).
-        auto nd = topo::read_netdevs_sysfs(out.path(), nullptr);
+        auto nd = topo::read_netdevs_sysfs(cap, nullptr);
         REQUIRE(nd.is_ok());
         CHECK(nd->size() == fixture(name).netdevs.size());
     }

@@ -6,6 +6,7 @@
 #include "catch.h"
 #include "doctor.h"
 #include "fake_verbs.h"
+#include "doctor_test_util.h"
 #include "fixtures.h"
 #include "topo/fs.h"
 #include "util/json.h"
@@ -17,52 +18,9 @@ using util::Json;
 
 namespace {
 
-struct Run {
-    int status = -1;
-    std::string out;
-    std::string err;
-};
-
-/// The "machine" behind live mode: FakeVerbs and the netdevs of a fixture
-/// (or no devices and just a loopback).
-struct Machine {
-    explicit Machine(const char *fix = nullptr)
-        : fake(fix ? fixture(fix) : topo::Snapshot{}), name(fix) {}
-    doctor::Env env() {
-        doctor::Env e;
-        e.api = &fake.api();
-        const char *n = name;
-        e.netdevs = [n]() -> util::Result<std::vector<topo::NetdevInfo>> {
-            if (n != nullptr) {
-                return fixture(n).netdevs;
-            }
-            topo::NetdevInfo lo;
-            lo.name = "lo";
-            lo.ifindex = 1;
-            return std::vector<topo::NetdevInfo>{lo};
-        };
-        e.sysfs_root = n ? fixture_dir(n) : "/nonexistent";
-        e.run = [n](const std::vector<std::string> &argv) -> util::Result<std::string> {
-            if (n == nullptr) {
-                return util::Status(util::Code::kUnavailable, "`ip` not found");
-            }
-            bool link = argv.size() > 2 && argv[2] == "-d";
-            return *topo::fs::read_text(fixture_dir(n) + (link ? "/ip-link.json" : "/ip-addr.json"));
-        };
-        return e;
-    }
-    testing::FakeVerbs fake;
-    const char *name;
-};
-
-Run doctor_run(const std::vector<std::string> &args, const doctor::Env &env) {
-    std::ostringstream out, err;
-    Run r;
-    r.status = doctor::run(args, out, err, env);
-    r.out = out.str();
-    r.err = err.str();
-    return r;
-}
+using testing::doctor_run;
+using testing::Machine;
+using testing::Run;
 
 Run from(const char *fix, std::vector<std::string> more = {}) {
     Machine none;
@@ -135,7 +93,7 @@ TEST_CASE("roce-doctor: unreadable captures exit 2 with the reason", "[doctor][c
                    "directory\n");
     testing::TempDir t;
     testing::copy_tree(fixture_dir("mlx5_lag"), t.path());
-    REQUIRE(topo::fs::write_text(t.path() + "/ip-addr.json", "[{").is_ok());
+    testing::write_file(t.path() + "/ip-addr.json", "[{");
     Run bad = doctor_run({"--from", t.path(), "--json"}, m.env());
     CHECK(bad.status == 2);
     CHECK_THAT(bad.err, Catch::Matchers::Contains("ip-addr.json: malformed JSON at byte 2"));

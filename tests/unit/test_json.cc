@@ -1,4 +1,9 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "bounded.h"
 #include "catch.h"
 #include "util/json.h"
 
@@ -78,4 +83,179 @@ TEST_CASE("json: errors name the byte offset and what was expected", "[util][jso
     auto r = Json::parse(deep);
     REQUIRE_FALSE(r.is_ok());
     CHECK(r.status().message().find("nesting limit") != std::string::npos);
+}
+
+namespace {
+
+/// The shortest distinct member names, in order: every 1-character name, then
+/// every 2-character one, ... (printable ASCII without '"' and '\\').
+std::string nth_key(size_t n) {
+    static const std::string alphabet = [] {
+        std::string a;
+        for (char c = 0x20; c < 0x7f; ++c) {
+            if (c != '"' && c != '\\') {
+                a += c;
+            }
+        }
+        return a;
+    }();
+    const size_t k = alphabet.size();
+    size_t len = 1, count = k;
+    while (n >= count) {
+        n -= count;
+        ++len;
+        count *= k;
+    }
+    std::string key(len, alphabet[0]);
+    for (size_t i = len; i-- > 0;) {
+        key[i] = alphabet[n % k];
+        n /= k;
+    }
+    return key;
+}
+
+} // namespace
+
+TEST_CASE("json: a 4 MiB object with as many members as fit parses in under a second",
+          "[util][json][limits]") {
+    // The readers cap a file at 4 MiB; the worst case for an object is the
+    // most members that fit: {"a":0,"b":0,...} with the shortest names.
+    const size_t cap = 4u << 20;
+    std::string text = "{";
+    size_t keys = 0;
+    for (;; ++keys) {
+        std::string member = (keys ? ",\"" : "\"") + nth_key(keys) + "\":0";
+        if (text.size() + member.size() + 1 > cap) {
+            break;
+        }
+        text += member;
+    }
+    text += "}";
+    REQUIRE(text.size() <= cap);
+    REQUIRE(keys > 500000);
+    auto r = roce::testing::run_bounded(
+        [&](std::string &out) {
+            const double cpu = roce::testing::thread_cpu_seconds();
+            auto start = std::chrono::steady_clock::now();
+            auto doc = Json::parse(text);
+            double wall =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            out = std::to_string(roce::testing::thread_cpu_seconds() - cpu) + " " +
+                  std::to_string(wall);
+            if (!doc || doc->members().size() != keys) {
+                return 1;
+            }
+            // Every member is found, first, middle and last.
+            for (size_t i : {size_t{0}, keys / 2, keys - 1}) {
+                const Json *v = doc->find(nth_key(i));
+                if (v == nullptr || v->as_int(-1) != 0) {
+                    return 2;
+                }
+            }
+            return 0;
+        },
+        60.0);
+    INFO(keys << " members, " << text.size() << " bytes");
+    REQUIRE(r.finished);
+    CHECK(r.exit_code == 0);
+    double cpu = 0, wall = 0;
+    REQUIRE(std::sscanf(r.output.c_str(), "%lf %lf", &cpu, &wall) == 2);
+    WARN("json: " << keys << " members in " << text.size() << " bytes parsed in " << cpu
+                  << " s of CPU (" << wall << " s of wall time on this machine)");
+    // CPU time: other processes on a loaded machine stretch wall time, not
+    // the work done. A quadratic parse needs minutes of it.
+    CHECK(cpu < 1.0 * roce::testing::kSlowdown);
+}
+
+TEST_CASE("json: a repeated member name keeps the first position and the last value",
+          "[util][json]") {
+    for (size_t extra : {size_t{0}, Json::kIndexFrom + 5}) {
+        INFO("members before the repeat: " << extra);
+        std::string text = "{\"a\":1,\"b\":2";
+        for (size_t i = 0; i < extra; ++i) {
+            text += ",\"k" + std::to_string(i) + "\":0";
+        }
+        text += ",\"a\":3}";
+        auto doc = Json::parse(text);
+        REQUIRE(doc.is_ok());
+        CHECK(doc->members().size() == 2 + extra);
+        CHECK(doc->members().front().first == "a");
+        CHECK(doc->find("a")->as_int() == 3);
+        CHECK(doc->dump().rfind("{\"a\":3,\"b\":2", 0) == 0);
+    }
+}
+
+TEST_CASE("json: large objects are indexed, and copies keep working", "[util][json]") {
+    Json o = Json::object();
+    for (int i = 0; i < 1000; ++i) {
+        o["k" + std::to_string(i)] = i;
+    }
+    o["k7"] = "seven"; // replaces in place
+    REQUIRE(o.members().size() == 1000);
+    Json copy = o;
+    o["k999"] = false;
+    for (const Json *j : {&o, &copy}) {
+        CHECK(j->find("k0")->as_int() == 0);
+        CHECK(j->find("k7")->as_string() == "seven");
+        CHECK(j->find("k1000") == nullptr);
+        CHECK(j->members()[7].first == "k7");
+    }
+    CHECK(o.find("k999")->is_bool());
+    CHECK(copy.find("k999")->as_int() == 999);
+    Json assigned;
+    assigned = copy;
+    assigned["new"] = 1;
+    CHECK(assigned.members().size() == 1001);
+    CHECK(copy.find("new") == nullptr);
+    CHECK(assigned.find("new")->as_int() == 1);
+    auto again = Json::parse(o.dump());
+    REQUIRE(again.is_ok());
+    CHECK(*again == o);
+}
+
+TEST_CASE("json: numbers beyond a double are an error, not an infinity", "[util][json]") {
+    for (const char *text : {"1e400", "-1e400", "[1,2e999]"}) {
+        INFO(text);
+        auto r = Json::parse(text);
+        REQUIRE_FALSE(r.is_ok());
+        CHECK_THAT(r.status().message(),
+                   Catch::Matchers::Contains("expected a number within the range of a double"));
+    }
+    auto tiny = Json::parse("1e-400"); // underflow is a plain 0
+    REQUIRE(tiny.is_ok());
+    CHECK(tiny->as_number() == 0);
+    CHECK(Json(1e308 * 10).dump() == "null"); // only code can make one
+}
+
+TEST_CASE("json: dump writes valid UTF-8 with no raw control characters", "[util][json]") {
+    CHECK(Json("del\x7f").dump() == R"("del\u007f")");
+    CHECK(Json("c1\xc2\x9b[31m").dump() == R"("c1\u009b[31m")");                      // U+009B CSI
+    CHECK(Json("caf\xc3\xa9 \xe2\x82\xac").dump() == "\"caf\xc3\xa9 \xe2\x82\xac\""); // kept
+    CHECK(Json("bad\xff\xc3").dump() == "\"bad\xef\xbf\xbd\xef\xbf\xbd\"");           // U+FFFD each
+    CHECK(Json("\xed\xa0\x80").dump() == "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""); // surrogate
+    CHECK(Json("\xc0\xaf").dump() == "\"\xef\xbf\xbd\xef\xbf\xbd\"");                 // overlong
+    // dump(parse(dump())) == dump(), whatever the bytes.
+    for (const char *s : {"bad\xff", "\x1b[2J", "\xc2\x80", "ok"}) {
+        std::string d = Json(s).dump();
+        auto p = Json::parse(d);
+        REQUIRE(p.is_ok());
+        CHECK(p->dump() == d);
+    }
+}
+
+TEST_CASE("json: integers near and past int64 print the same after a round trip", "[util][json]") {
+    for (const char *text : {"-821982948586909184", "9223372036854775807", "-9223372036854775808",
+                             "12345678901234567890123", "1e17"}) {
+        INFO(text);
+        auto a = Json::parse(text);
+        REQUIRE(a.is_ok());
+        auto b = Json::parse(a->dump());
+        REQUIRE(b.is_ok());
+        CHECK(b->dump() == a->dump());
+        CHECK(*b == *a);
+    }
+    CHECK(Json::parse("-821982948586909184")->dump() == "-821982948586909184");
+    // 2^63 and above are not converted to long long (undefined): a double.
+    CHECK(Json(static_cast<uint64_t>(1) << 63).dump() == "9.2233720368547758e+18");
+    CHECK(Json(INT64_MAX).dump() == "9.2233720368547758e+18");
 }

@@ -33,7 +33,8 @@ std::array<uint8_t, 16> gid_of(const char *text) {
 topo::NetdevReader fixture_sysfs_netdevs(const std::string &dir) {
     return [dir]() -> util::Result<std::vector<topo::NetdevInfo>> {
         std::vector<std::string> warnings;
-        auto nd = topo::read_netdevs_sysfs(dir, &warnings);
+        auto nd =
+            topo::read_netdevs_sysfs(topo::fs::Tree(dir, topo::fs::Links::kRefuse), &warnings);
         if (!nd) {
             return nd.status();
         }
@@ -235,7 +236,7 @@ TEST_CASE("capture reader: unreadable or malformed captures fail clearly", "[top
     TempDir t;
     testing::copy_tree(fixture_dir("mlx5_lag"), t.path());
     auto write = [&](const std::string &rel, const std::string &text) {
-        REQUIRE(topo::fs::write_text(t.path() + "/" + rel, text).is_ok());
+        testing::write_file(t.path() + "/" + rel, text);
     };
     SECTION("no ip-link.json") {
         REQUIRE(::unlink((t.path() + "/ip-link.json").c_str()) == 0);
@@ -317,20 +318,30 @@ TEST_CASE("sysfs reader: real sysfs symlinks and a capture's link files read ali
         REQUIRE(::unlink((net + rel).c_str()) == 0);
         REQUIRE(::symlink("../bond0", (net + rel).c_str()) == 0);
     }
-    auto with_links = topo::read_netdevs_sysfs(t.path(), nullptr);
-    auto with_files = topo::read_netdevs_sysfs(fixture_dir("mlx5_lag"), nullptr);
+    // Both policies read the link form: readlinkat names the target without
+    // following it.
+    using topo::fs::Links;
+    using topo::fs::Tree;
+    auto with_links = topo::read_netdevs_sysfs(Tree(t.path(), Links::kRefuse), nullptr);
+    auto with_files =
+        topo::read_netdevs_sysfs(Tree(fixture_dir("mlx5_lag"), Links::kRefuse), nullptr);
+    auto followed = topo::read_netdevs_sysfs(Tree(t.path(), Links::kFollow), nullptr);
     REQUIRE(with_links.is_ok());
     REQUIRE(with_files.is_ok());
-    topo::Snapshot a, b;
+    REQUIRE(followed.is_ok());
+    topo::Snapshot a, b, c;
     a.netdevs = *with_links;
     b.netdevs = *with_files;
+    c.netdevs = *followed;
     CHECK(testing::dump(a) == testing::dump(b));
+    CHECK(testing::dump(c) == testing::dump(b));
     CHECK(a.find_netdev("ens1f0np0")->master == "bond0");
     CHECK(a.find_netdev("bond0.3027")->parent == "bond0");
-    auto link = topo::fs::link_name(net + "ens1f0np0/master");
+    const Tree tree(t.path(), Links::kRefuse);
+    auto link = tree.link_name("sys/class/net/ens1f0np0/master");
     REQUIRE(link.is_ok());
     CHECK(*link == "bond0");
-    auto missing = topo::fs::link_name(net + "lo/master");
+    auto missing = tree.link_name("sys/class/net/lo/master");
     REQUIRE_FALSE(missing.is_ok());
     CHECK(missing.status().message() ==
           "lstat " + net + "lo/master failed: No such file or directory (2)");

@@ -75,3 +75,13 @@ TEST_CASE("Result: holds a value or the error", "[util][status]") {
     std::string taken = std::move(str).value();
     CHECK(taken == "abc");
 }
+
+TEST_CASE("a path naming the wrong kind of thing is bad input, not an internal error",
+          "[util][status]") {
+    // Found by the capture fuzz target: a capture with a file where
+    // sys/class/net belongs read as "internal error" (ENOTDIR).
+    for (int err : {ENOTDIR, EISDIR, ELOOP, ENAMETOOLONG}) {
+        INFO(err);
+        CHECK(roce::util::code_from_errno(err) == Code::kInvalidArgument);
+    }
+}

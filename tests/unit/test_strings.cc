@@ -64,3 +64,26 @@ TEST_CASE("check_one_of lists the allowed names", "[util][params]") {
     Status s = check_one_of("btl_roce_lag_policy", "fast", {"auto", "off"});
     CHECK(s.message() == "btl_roce_lag_policy = 'fast' is invalid: allowed values are 'auto', 'off'");
 }
+
+TEST_CASE("printable escapes every byte a terminal could act on", "[util][strings]") {
+    CHECK(printable("mlx5_bond_0:1 bond0.3027") == "mlx5_bond_0:1 bond0.3027");
+    CHECK(printable("a\\b") == "a\\b"); // printable ASCII, backslash included, is unchanged
+    CHECK(printable("\x1b]0;owned\x07") == "\\x1b]0;owned\\x07");
+    CHECK(printable(std::string("nul\0x", 5)) == "nul\\x00x");
+    CHECK(printable("\x7f\x9b\xff") == "\\x7f\\x9b\\xff"); // DEL, C1 CSI, not UTF-8
+    CHECK(printable("caf\xc3\xa9") == "caf\\xc3\\xa9");    // UTF-8 too: ASCII out, always
+    CHECK(printable("two\nlines\r") == "two\\x0alines\\x0d");
+    CHECK(printable("two\nlines\r", true) == "two\nlines\\x0d");
+    // Every byte value: the result is printable ASCII (plus kept newlines).
+    std::string all;
+    for (int c = 0; c < 256; ++c) {
+        all += static_cast<char>(c);
+    }
+    for (bool keep : {false, true}) {
+        std::string out = printable(all, keep);
+        CHECK(out.size() == 95 + 161 * 4 - (keep ? 3 : 0));
+        for (char c : out) {
+            CHECK(((c >= 0x20 && c < 0x7f) || (keep && c == '\n')));
+        }
+    }
+}

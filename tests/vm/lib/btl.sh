@@ -40,7 +40,7 @@ btl_env() {
 # works: check exports every function).
 as_user() {
     if [ -n "${RUN_AS:-}" ] && [ "$(id -u)" = 0 ]; then
-        setpriv --reuid="$RUN_AS" --regid="$RUN_AS" --init-groups \
+        setpriv --reuid="$(id -u "$RUN_AS")" --regid="$(id -g "$RUN_AS")" --init-groups \
             env HOME="$(getent passwd "$RUN_AS" | cut -d: -f6)" USER="$RUN_AS" LOGNAME="$RUN_AS" "$@"
     else
         "$@"
@@ -66,16 +66,23 @@ pml_env() {
 # under pml $SUITE_PML (default ob1), as $RUN_AS when set (as_user); passes
 # only if run-suite does (every program PASS, nothing on stderr).
 suite() {
-    local name=$1 rc
+    local name=$1 rc logdir=$LOGS/$1
     shift
-    user_dir "$LOGS/$name" || die "cannot create $LOGS/$name"
-    as_user python3 "$RUN_SUITE" --bindir "$MPI_BIN" --logdir "$LOGS/$name" --mca pml "${SUITE_PML:-ob1}" "$@" \
+    # run-suite writes its logs as the job's user, who may not reach the
+    # results share (make vmcheck's results directory is private to root):
+    # then they stay in the guest; run-suite's output below names failures.
+    { user_dir "$logdir" && as_user test -w "$logdir"; } 2>/dev/null || {
+        rmdir "$logdir" 2>/dev/null
+        logdir=$CHECK_TMP/$name
+        user_dir "$logdir" || die "cannot create $logdir"
+    }
+    as_user python3 "$RUN_SUITE" --bindir "$MPI_BIN" --logdir "$logdir" --mca pml "${SUITE_PML:-ob1}" "$@" \
         >"$CHECK_TMP/$name.suite" 2>&1
     rc=$?
     cat "$CHECK_TMP/$name.suite"
     grep -E '^(PASS|FAIL|SKIP) ' "$CHECK_TMP/$name.suite" | sed 's/^/note: /'
     note "$(tail -n1 "$CHECK_TMP/$name.suite")"
-    [ "$rc" = 0 ] || die "run-suite failed ($(grep -c '^FAIL ' "$CHECK_TMP/$name.suite") program(s)); logs in $LOGS/$name"
+    [ "$rc" = 0 ] || die "run-suite failed ($(grep -c '^FAIL ' "$CHECK_TMP/$name.suite") program(s)); logs in $logdir"
 }
 
 # tod HH:MM:SS.frac -> seconds of the day
