@@ -112,6 +112,12 @@ rss_sample() {
     done
     echo "$1 $SECONDS $(stress_t)$kb" >>"$CHECK_TMP/forge.rss"
 }
+# rss_show: the samples so far, one line each, and a copy in $LOGS (the
+# results share) for the record.
+rss_show() {
+    cp "$CHECK_TMP/forge.rss" "$LOGS/forge.rss" 2>/dev/null
+    sed 's/^/rss: /' "$CHECK_TMP/forge.rss"
+}
 # rss_steady: the last 3 samples of each rank lie within RSS_STEADY_KB.
 rss_steady() {
     tail -n3 "$CHECK_TMP/forge.rss" | awk -v d="$RSS_STEADY_KB" '
@@ -154,7 +160,10 @@ forge_spray() {
     # ranks' memory is steady.
     until rss_sample before && rss_steady; do
         kill -0 "$pid" 2>/dev/null || die "the job ended before the ranks' memory was steady"
-        t_at_least $((FORGE_SECONDS / 2)) && die "the ranks' memory was not steady by stress t=$((FORGE_SECONDS / 2)) s: growth could not be told from warm-up (raise BTL_FORGE_SECONDS)"
+        if t_at_least $((FORGE_SECONDS / 2)); then
+            rss_show
+            die "the ranks' memory was not steady by stress t=$((FORGE_SECONDS / 2)) s: growth could not be told from warm-up (raise BTL_FORGE_SECONDS)"
+        fi
         sleep 2
     done
     note "memory steady at stress t=$(stress_t) s: $(tail -n1 "$CHECK_TMP/forge.rss" | cut -d' ' -f4-) kB"
@@ -198,6 +207,7 @@ forge_spray() {
     hold_over_at=$((SECONDS + 4 * FORGE_AFTER))
     wait_for 300 "stress t >= $t_end + $FORGE_AFTER s" hold_over "$(awk -v t="$t_end" -v a="$FORGE_AFTER" 'BEGIN { print t + a }')"
     rss_sample after || die "the job ended before the sample $FORGE_AFTER s after the spray (raise BTL_FORGE_SECONDS)"
+    rss_show
     wait "$pid"
     rc=$?
     grep -E '^stress: [0-9]+ iterations|^stress: (PASS|FAIL)' "$STRESS_LOG.out" | sed 's/^/note: /'
@@ -319,7 +329,9 @@ forge_rss_flat() {
 vg_reap() {
     local n pids
     for n in $VMTEST_NODES; do
-        pids=$(on "$n" "ps -eo pid=,args= | awk '/valgrind/ && index(\$0, \"$MPI_BIN/stress\") { print \$1 }'")
+        # The command is valgrind (not this shell or awk, whose arguments
+        # name both too).
+        pids=$(on "$n" "ps -eo pid=,args= | awk '\$2 ~ /(^|\\/)valgrind\$/ && index(\$0, \"$MPI_BIN/stress\") { print \$1 }'")
         [ -n "$pids" ] || continue
         pids=$(echo "$pids" | tr '\n' ' ')
         echo "$n: killing leftover valgrind ranks $pids"
