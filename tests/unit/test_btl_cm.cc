@@ -8,6 +8,10 @@
 
 #include "cm_sim.h"
 
+#include <malloc.h>
+
+#include <random>
+
 using namespace roce::btl;
 using namespace roce::btl::testing;
 
@@ -307,4 +311,47 @@ TEST_CASE("cm: dropped datagrams are counted and warned about at a bounded rate"
     // One line per kind per 10 s interval, at most: the run took ~1 s.
     CHECK(p.a->log().warnings - warned <= 2);
     CHECK(p.lost(*p.a) == 0);
+}
+
+TEST_CASE("cm: a spray of forged datagrams does not grow the manager's memory",
+          "[btl][cm][forged]") {
+    // What tests/vm/src/cm-forge sends at a rank in the btl-forge VM group:
+    // REQ/REP/RTU/REJECT naming the real peer (a quarter with a random job
+    // id), guessed tokens and connection ids, a fifth truncated or with a
+    // byte flipped. The VM group bounds the rank's VmRSS; this bounds what
+    // the manager itself keeps (the heap in use, mallinfo2) per datagram.
+    Pair p;
+    p.connect();
+    std::mt19937_64 rng(14);
+    auto spray = [&](int n) {
+        for (int i = 0; i < n; ++i) {
+            uint64_t src = rng() % 4 == 0 ? (rng() & 0xffffffff00000000ull) | 1 : kB;
+            auto m = forged(static_cast<wire::CmType>(1 + rng() % 4), src, kA,
+                            rng() % 5 == 0 ? 0xffffffffu : static_cast<uint32_t>(rng()));
+            m.src_token = rng() % 2 ? 0 : rng();
+            m.dst_token = rng() % 2 ? 0 : rng();
+            std::vector<uint8_t> b = wire::encode(m);
+            if (rng() % 5 == 0) {
+                if (rng() % 2) {
+                    b.resize(rng() % b.size());
+                } else {
+                    b[rng() % b.size()] ^= static_cast<uint8_t>(1 + rng() % 255);
+                }
+            }
+            p.fabric.send(sim_gid(66), kA, std::move(b));
+            if (i % 100 == 99) {
+                p.fabric.advance(0.1); // 1000 datagrams per second, as cm-forge
+            }
+        }
+        REQUIRE(p.fabric.settle(60));
+    };
+    spray(2000); // warm-up: the rate limiter's entries, the log's last lines
+    size_t before = mallinfo2().uordblks;
+    spray(20000);
+    size_t after = mallinfo2().uordblks;
+    INFO("heap in use " << before << " -> " << after << " bytes");
+    CHECK(after <= before + 20000); // < 1 byte per datagram
+    CHECK(p.lost(*p.a) == 0);
+    CHECK(p.moved(*p.a) == 0);
+    CHECK(all_up(*p.pa));
 }

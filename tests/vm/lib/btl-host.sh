@@ -43,6 +43,7 @@ btl_prepare() {
 # btl_envs: "--env NAME" for every BTL_* knob set on the host (unquoted use:
 # names only, the tool takes the host's value).
 btl_envs=
-for v in BTL_TEST_SCALE BTL_STRESS_SECONDS BTL_CUT_AT BTL_HOLD BTL_PINGPONG_RUNS BTL_PINGPONG_ITERS BTL_MAX_BYTES BTL_CONNECT_TIMEOUT; do
+for v in BTL_TEST_SCALE BTL_STRESS_SECONDS BTL_CUT_AT BTL_HOLD BTL_PINGPONG_RUNS BTL_PINGPONG_ITERS BTL_MAX_BYTES BTL_CONNECT_TIMEOUT \
+    BTL_FORGE_SECONDS BTL_FORGE_COUNT BTL_FORGE_RSS_KB BTL_VG_SECONDS BTL_VG_CUT_AT; do
     eval "[ -n \"\${$v+x}\" ]" && btl_envs="$btl_envs --env $v"
 done

@@ -13,8 +13,9 @@
 //            --as NAME [--qpn-range 0x11-0x200] [--count N] [--rate N]
 //            [--qkey Q] [--seed S]
 //
-// NAME is a process name as the btl logs it, "[[jobid,vpid]]" or "jobid,vpid"
-// or a 64-bit number (jobid << 32 | vpid). Prints how many datagrams it sent
+// NAME is a process name as the btl logs it: "[[FAMILY,LOCAL],VPID]" (Open
+// MPI's form, as in "rank 1 (node2, [[41235,1],1])"), "[JOBID,VPID]" or
+// "JOBID,VPID" (the 32-bit jobid), or a 64-bit number (jobid << 32 | vpid). Prints how many datagrams it sent
 // of each kind; exits 0 when it sent them all, 2 on a setup error.
 //
 // Test code (tests/vm): real rdma-core calls, not a model. It must never be
@@ -52,24 +53,47 @@ struct Options {
     uint64_t seed = 1;
 };
 
+const char kUsage[] =
+    "usage: cm-forge --dev DEV --sgid-index N --dest IPV4 --victim NAME --as NAME [--port P]\n"
+    "                [--qpn-range LO-HI] [--count N] [--rate N/s] [--qkey Q] [--seed S]\n"
+    "Sends COUNT forged btl roce connection messages (REQ, REP, RTU, REJECT and malformed\n"
+    "ones, in turn at random) from a UD QP of DEV's GID N to every UD QP number in\n"
+    "LO-HI (default 0x11-0x200, round robin) at IPV4, RATE per second (default 2000),\n"
+    "claiming to come from NAME (--as; a quarter with a random job id instead) and\n"
+    "addressed to NAME (--victim), with guessed tokens and connection ids (0xffffffff\n"
+    "among them). NAME: \"[[FAMILY,LOCAL],VPID]\" as Open MPI prints it, \"[JOBID,VPID]\",\n"
+    "\"JOBID,VPID\" or jobid << 32 | vpid. Prints one line with what it sent; exit 0\n"
+    "when every datagram was posted, 2 on a usage or setup error.\n";
+
 [[noreturn]] void usage(const char *why) {
-    std::fprintf(stderr,
-                 "cm-forge: %s\nusage: cm-forge --dev DEV --sgid-index N --dest IPV4 --victim NAME "
-                 "--as NAME [--port P] [--qpn-range LO-HI] [--count N] [--rate N/s] [--qkey Q] "
-                 "[--seed S]\n",
-                 why);
+    std::fprintf(stderr, "cm-forge: %s\n%s", why, kUsage);
     std::exit(2);
 }
 
+// Open MPI prints a name as "[[FAMILY,LOCAL],VPID]" (OPAL_NAME_PRINT: the
+// 32-bit jobid split into its job family, the high 16 bits, and the local
+// job, the low 16); the btl's connection manager prints names it has no
+// peer for as "[JOBID,VPID]". Both must match the whole string.
 bool parse_name(const char *s, uint64_t *out) {
-    unsigned job = 0, vpid = 0;
-    if (std::sscanf(s, "[[%u,%u]]", &job, &vpid) == 2 || std::sscanf(s, "%u,%u", &job, &vpid) == 2) {
+    unsigned family = 0, local = 0, job = 0, vpid = 0;
+    int end = -1;
+    if (std::sscanf(s, "[[%u,%u],%u]%n", &family, &local, &vpid, &end) == 3 && s[end] == '\0') {
+        if (family > 0xffff || local > 0xffff) {
+            return false;
+        }
+        *out = static_cast<uint64_t>(family << 16 | local) << 32 | vpid;
+        return true;
+    }
+    end = -1;
+    if ((std::sscanf(s, "[%u,%u]%n", &job, &vpid, &end) == 2 ||
+         std::sscanf(s, "%u,%u%n", &job, &vpid, &end) == 2) &&
+        end > 0 && s[end] == '\0') {
         *out = static_cast<uint64_t>(job) << 32 | vpid;
         return true;
     }
-    char *end = nullptr;
-    *out = std::strtoull(s, &end, 0);
-    return end != s && *end == '\0';
+    char *e = nullptr;
+    *out = std::strtoull(s, &e, 0);
+    return e != s && *e == '\0';
 }
 
 Options parse(int argc, char **argv) {
@@ -82,7 +106,10 @@ Options parse(int argc, char **argv) {
             }
             return argv[++i];
         };
-        if (a == "--dev") {
+        if (a == "-h" || a == "--help") {
+            std::fputs(kUsage, stdout);
+            std::exit(0);
+        } else if (a == "--dev") {
             o.dev = val();
         } else if (a == "--port") {
             o.port = std::atoi(val());
