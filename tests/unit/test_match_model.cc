@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "catch.h"
+#include "fuzz_util.h"
 #include "match/comm_matcher.h"
 #include "match/early_arrivals.h"
 #include "match_model.h"
@@ -43,22 +44,7 @@ uint64_t env_u64(const char *name, uint64_t fallback) {
     return x;
 }
 
-/// splitmix64: tiny, portable, and the same sequence everywhere.
-class Rng {
-public:
-    explicit Rng(uint64_t seed) : s_(seed) {}
-    uint64_t next() {
-        uint64_t z = (s_ += 0x9e3779b97f4a7c15ULL);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        return z ^ (z >> 31);
-    }
-    uint32_t below(uint32_t n) { return static_cast<uint32_t>(next() % n); }
-    bool chance(uint32_t percent) { return below(100) < percent; }
-
-private:
-    uint64_t s_;
-};
+using Rng = roce::testing::fuzz::Rng; // splitmix64: the same sequence everywhere
 
 struct Sender {
     uint16_t next_seq = 0;
