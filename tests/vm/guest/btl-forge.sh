@@ -82,7 +82,7 @@ user_on() {
 }
 
 forge_env() {
-    local out n a
+    local n
     [ "$(id -u)" = 0 ] || die "must run as root (vmtest-fault, rdma resource); the jobs run as $RUN_AS"
     as_user bash -c 'btl_env && pml_env' || exit 1
     [ -x "$FORGE" ] || die "no $FORGE: build the tree (make builds tests/vm/src/cm-forge)"
@@ -90,16 +90,12 @@ forge_env() {
     command -v valgrind >/dev/null || die "valgrind is not installed on the host (apt-get install valgrind)"
     [ -r "$VG_SUPP" ] || die "no $VG_SUPP"
     note "$(valgrind --version), suppressions $VG_SUPP"
-    out=$(as_user timeout -k 5 180 mpirun -x OMPI_MCA_mca_base_component_path --hostfile "$VMTEST_HOSTFILE" \
-        -np 2 sh -c 'echo "rank on $(hostname) as $(id -un) uid $(id -u)"' 2>&1) || die "mpirun failed: $out"
-    echo "$out"
+    ranks_as_user
     for n in $VMTEST_NODES; do
-        echo "$out" | grep -qx "rank on $n as $RUN_AS uid [1-9][0-9]*" || die "no rank on $n as $RUN_AS"
         on "$n" "rdma resource show qp" >/dev/null || die "$n: rdma resource show qp failed"
     done
-    a=$(active_member node1)
-    [ "$(active_member node2)" = "$a" ] || die "active members differ: node1 $a, node2 $(active_member node2)"
-    note "active-backup: both bonds on $a; jobs and forgers run as $RUN_AS"
+    same_active_member
+    note "active-backup: both bonds on $(active_member node1); jobs and forgers run as $RUN_AS"
 }
 
 # ---- 1. forged connection messages ------------------------------------------

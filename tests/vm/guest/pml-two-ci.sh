@@ -39,18 +39,11 @@ other_member() { if [ "$1" = eth0 ]; then echo eth1; else echo eth0; fi; }
 # loaded on both guests; the ranks of a job run as that user on both guests;
 # both bonds send on the same member.
 ci_env() {
-    local out n a
     [ "$(id -u)" = 0 ] || die "must run as root (vmtest-fault); the MPI jobs run as $RUN_AS"
     as_user bash -c 'btl_env && pml_env' || exit 1
-    out=$(as_user timeout -k 5 180 mpirun -x OMPI_MCA_mca_base_component_path --hostfile "$VMTEST_HOSTFILE" \
-        -np 2 sh -c 'echo "rank on $(hostname) as $(id -un) uid $(id -u)"' 2>&1) || die "mpirun failed: $out"
-    echo "$out"
-    for n in $VMTEST_NODES; do
-        echo "$out" | grep -qx "rank on $n as $RUN_AS uid [1-9][0-9]*" || die "no rank on $n as $RUN_AS"
-    done
-    a=$(active_member node1)
-    [ "$(active_member node2)" = "$a" ] || die "active members differ: node1 $a, node2 $(active_member node2)"
-    note "active-backup: both bonds on $a; jobs run as $RUN_AS (ranks on $VMTEST_NODES)"
+    ranks_as_user
+    same_active_member
+    note "active-backup: both bonds on $(active_member node1); jobs run as $RUN_AS (ranks on $VMTEST_NODES)"
 }
 
 # The core programs, one rank per guest: every byte between the ranks is RoCE.

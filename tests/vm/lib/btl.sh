@@ -203,6 +203,18 @@ reap() {
     done
 }
 
+# ranks_as_user: an mpirun as RUN_AS puts a rank on every guest, each one
+# running as RUN_AS with a non-zero uid; prints the ranks' lines.
+ranks_as_user() {
+    local out n
+    out=$(as_user timeout -k 5 180 mpirun -x OMPI_MCA_mca_base_component_path --hostfile "$VMTEST_HOSTFILE" \
+        -np 2 sh -c 'echo "rank on $(hostname) as $(id -un) uid $(id -u)"' 2>&1) || die "mpirun failed: $out"
+    echo "$out"
+    for n in $VMTEST_NODES; do
+        echo "$out" | grep -qx "rank on $n as $RUN_AS uid [1-9][0-9]*" || die "no rank on $n as $RUN_AS"
+    done
+}
+
 # Lines on stderr that are not the btl's verbose output (verbose lines start
 # with "btl roce: " or "[host:pid] btl roce: ").
 other_stderr() { grep -v -E '^(\[[^]]*\] )?btl roce: ' "$1" | grep -v '^[[:space:]]*$'; }

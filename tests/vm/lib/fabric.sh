@@ -55,6 +55,12 @@ doctor() {
 }
 
 active_member() { on "$1" "cat /sys/class/net/$VMTEST_BOND/bonding/active_slave"; }
+# same_active_member: both guests' bonds send on the same member (dies if not).
+same_active_member() {
+    local a
+    a=$(active_member node1)
+    [ "$(active_member node2)" = "$a" ] || die "active members differ: node1 $a, node2 $(active_member node2)"
+}
 carrier() { on "$1" "cat /sys/class/net/$2/carrier"; }
 
 # tx_snapshot FILE: "node member tx_bytes" for every member of every guest.
