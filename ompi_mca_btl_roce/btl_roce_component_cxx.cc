@@ -149,6 +149,18 @@ void start_monitor(util::LogSink &log) {
     g_state->monitor = std::move(mon);
 }
 
+// No port for this process: a reason at verbose level, and an error only
+// when the user named the devices to use (btl_roce_if_include) - without
+// RoCE hardware every ob1 job initialises this btl and must stay quiet.
+void not_used(util::LogSink &log, const std::string &why) {
+    const char *asked = mca_btl_roce_component.params.if_include;
+    if (asked != nullptr && asked[0] != '\0') {
+        show_error("no usable port",
+                   util::format("btl_roce_if_include = %s: %s", asked, why.c_str()));
+    }
+    log.write(util::LogLevel::kInfo, "not used: " + why);
+}
+
 // Decides whether this process gets roce modules. Must stay cheap and quiet
 // when there is no RoCE hardware: Debian's default configuration makes every
 // ob1 job initialise every installed btl.
@@ -169,7 +181,7 @@ mca_btl_base_module_t **init(int *num_btls) {
     // read or select.
     std::string why = topo::explain_unusable(topo::probe_ports(verbs::real_verbs()));
     if (!why.empty()) {
-        log.write(util::LogLevel::kInfo, "not used: " + why);
+        not_used(log, why);
         return nullptr;
     }
     auto snap = topo::read_live(verbs::real_verbs(), topo::live_netdev_reader());
@@ -186,7 +198,7 @@ mca_btl_base_module_t **init(int *num_btls) {
     }
     plans = near_plans(std::move(plans), log);
     if (plans.empty()) {
-        log.write(util::LogLevel::kInfo, "not used: no RoCE port could be set up");
+        not_used(log, skipped.empty() ? "no RoCE port could be set up" : util::join(skipped, "; "));
         return nullptr;
     }
     // The secret that proves our connection messages are ours (docs/security.md).
@@ -207,7 +219,7 @@ mca_btl_base_module_t **init(int *num_btls) {
         if (!m) {
             // A port the policy accepted but that cannot be set up is worth
             // an error: this is the reported failure, said precisely.
-            show_error("port setup failed",
+            show_error(setup_failure_topic(m.status()),
                        util::format("%s:%d: %s", plan.device.c_str(), plan.port,
                                     m.status().message().c_str()));
             continue;
@@ -237,6 +249,7 @@ mca_btl_base_module_t **init(int *num_btls) {
 }
 
 } // namespace
+
 } // namespace roce::btl
 
 using roce::btl::g_state;
@@ -276,10 +289,9 @@ mca_btl_base_module_t **mca_btl_roce_component_init_cxx(int *num_btls, bool, boo
         }
         return roce::btl::init(num_btls);
     } catch (const std::exception &e) {
-        opal_output(0, "btl roce: internal error during init: %s; the roce BTL is disabled",
-                    e.what());
+        roce::btl::show_error("internal error", std::string("during init: ") + e.what());
     } catch (...) {
-        opal_output(0, "btl roce: internal error during init; the roce BTL is disabled");
+        roce::btl::show_error("internal error", "during init (an unknown exception)");
     }
     if (g_state) {
         g_state->modules.clear();

@@ -16,6 +16,7 @@
 
 #include "opal/mca/btl/base/base.h"
 
+#include "btl_roce_log.h"
 #include "util/strings.h"
 
 namespace roce::btl {
@@ -351,9 +352,9 @@ void Module::retire_all() {
 
 void Module::peer_failed(Peer &peer, const std::string &why) {
     Endpoint &ep = ep_of(peer);
-    log_.write(LogLevel::kError,
-               util::format("%s:%d: connection to %s failed: %s", plan_.device.c_str(),
-                            plan_.port, ep.label.c_str(), why.c_str()));
+    show_error("connection failed",
+               util::format("%s:%d: connection to %s failed: %s", plan_.device.c_str(), plan_.port,
+                            ep.label.c_str(), why.c_str()));
     while (ep.pending_head_ != nullptr) {
         Frag *f = ep.pending_head_;
         ep.pending_head_ = f->next;

@@ -114,8 +114,8 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
         auto opts = roce::pml::validate_pml_options(static_cast<int64_t>(p.eager_limit),
                                                     p.priority, p.verbose);
         if (!opts) {
-            opal_output(0, "pml roce [%s]: error: %s; pml roce cannot run with this value",
-                        host(), opts.status().message().c_str());
+            roce::pml::report("invalid parameter", "error: %s; pml roce cannot run with this value",
+                              opts.status().message().c_str());
             return nullptr;
         }
         roce::util::Status rs = roce::pml::check_rendezvous_options(
@@ -123,8 +123,8 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
                                                        ? INT64_MAX
                                                        : p.rget_limit));
         if (!rs) {
-            opal_output(0, "pml roce [%s]: error: %s; pml roce cannot run with this value",
-                        host(), rs.message().c_str());
+            roce::pml::report("invalid parameter", "error: %s; pml roce cannot run with this value",
+                              rs.message().c_str());
             return nullptr;
         }
         *priority = opts->priority;
@@ -134,8 +134,8 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
         roce::pml::g.use_rdma = p.use_rdma ? 1 : 0;
         roce::pml::g.fail_registration = p.test_fail_registration & 3;
         if (mca_bml_base_init(progress_threads, mpi_threads) != OMPI_SUCCESS) {
-            opal_output(0, "pml roce [%s]: error: the bml (r2) could not be initialised; no BTL "
-                        "is available to pml roce", host());
+            roce::pml::report("no btl", "error: the bml (r2) could not be initialised; no BTL "
+                                        "is available to pml roce");
             return nullptr;
         }
         mca_pml_roce_module.pml_flags = 0;
@@ -154,9 +154,9 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
                             host(), *priority, opts->eager_limit, p.use_rdma ? "on" : "off");
         return &mca_pml_roce_module;
     } catch (const std::exception &e) {
-        opal_output(0, "pml roce [%s]: internal error during init: %s", host(), e.what());
+        roce::pml::report("internal error", "error: internal error during init: %s", e.what());
     } catch (...) {
-        opal_output(0, "pml roce [%s]: internal error during init", host());
+        roce::pml::report("internal error", "error: internal error during init");
     }
     return nullptr;
 }

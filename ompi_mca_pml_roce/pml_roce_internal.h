@@ -44,6 +44,7 @@
 #include "match/early_arrivals.h"
 #include "pml_roce.h"
 #include "pml_roce_handles.h"
+#include "pml_roce_help.h"
 #include "pml_roce_rndv.h"
 #include "pml_roce_wire.h"
 

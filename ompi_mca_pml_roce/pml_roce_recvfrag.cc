@@ -189,8 +189,8 @@ void log_refusal(PmlComm *pc, const match::Envelope &env, match::Verdict v) noex
         return;
     }
     util::Status s = match::explain(v, env, pc->ctx, pc->remote_size);
-    opal_output(0, "pml roce [%s]: error: %s; message dropped (%" PRIu64 " refused headers so far)",
-                host_name(), s.message().c_str(), g.counters.bad_headers);
+    report("refused message", "error: %s; message dropped (%" PRIu64 " refused headers so far)",
+           s.message().c_str(), g.counters.bad_headers);
 }
 
 // Admits held messages of `src` that are now in sequence.
