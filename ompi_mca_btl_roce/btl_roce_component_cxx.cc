@@ -19,6 +19,7 @@
 #include "btl_roce_log.h"
 #include "btl_roce_mca.h"
 #include "btl_roce_module.h"
+#include "btl_roce_pvars.h"
 #include "locality.h"
 #include "netmon/monitor.h"
 #include "netmon/rdma_binding.h"
@@ -249,6 +250,16 @@ mca_btl_base_module_t **init(int *num_btls) {
 }
 
 } // namespace
+
+BtlCounters collect_counters() {
+    BtlCounters c;
+    if (g_state) {
+        for (auto &m : g_state->modules) {
+            m->read_counters(c);
+        }
+    }
+    return c;
+}
 
 } // namespace roce::btl
 

@@ -7,6 +7,7 @@
 #include "opal/mca/btl/base/base.h"
 
 #include "btl_roce.h"
+#include "btl_roce_pvars.h"
 #include "util/params.h"
 #include "util/strings.h"
 #include "wire.h"
@@ -181,6 +182,7 @@ int register_params() noexcept {
         // rdma_pipeline_*,...} parameters, written into the module template.
         init_module_template();
         (void)mca_btl_base_param_register(component(), &g_module_template);
+        register_pvars();
         return OPAL_SUCCESS;
     } catch (...) {
         return OPAL_ERR_OUT_OF_RESOURCE;

@@ -21,6 +21,7 @@
 #include "btl_roce_endpoint.h"
 #include "connection/manager.h"
 #include "connection/retire.h"
+#include "counters.h"
 #include "lag.h"
 #include "netmon/event_queue.h"
 #include "util/log.h"
@@ -153,6 +154,10 @@ public:
     /// completions handled. Cheap when idle: one ibv_poll_cq.
     int progress();
 
+    /// Appends this module's paths and connection-manager drops to `out`
+    /// (btl_roce_counters.cc). Takes the module lock: any thread, never
+    /// with the lock held.
+    void read_counters(BtlCounters &out);
 
     /// Work for the PML that must run without the module lock held.
     struct Deferred {
@@ -231,6 +236,9 @@ private:
     int post_frag(Endpoint &ep, Frag *f);
     int post_frag_on(Endpoint &ep, size_t i, Frag *f);
     void queue_pending(Endpoint &ep, Frag *f);
+    /// A send must wait: counts a credit stall on a path that is up with
+    /// a send-queue slot but no credit (btl_roce_counters.cc).
+    void note_stall(Endpoint &ep);
     void drain_pending(Endpoint &ep);
     void maybe_send_credits(Endpoint &ep, size_t path);
     void complete_frag(Frag *f, int status);

@@ -256,6 +256,8 @@ void Module::handle_recv(const ibv_wc &wc) {
         drain_pending(ep);
         return;
     }
+    path.stats.bytes_received += wc.byte_len - wire::kFragHeaderSize;
+    ++path.stats.messages_received;
     Deferred d;
     d.kind = Deferred::Kind::kRecv;
     d.ep = &ep;

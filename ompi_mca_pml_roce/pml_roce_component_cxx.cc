@@ -16,6 +16,7 @@
 #include "pml_roce.h"
 #include "pml_roce_internal.h"
 #include "pml_roce_params.h"
+#include "pml_roce_pvars.h"
 
 namespace roce::pml {
 void pml_teardown() noexcept; // pml_roce_module.cc
@@ -83,6 +84,7 @@ int mca_pml_roce_component_register_params(void) {
             "limit (0 never, 1 the sender's, 2 the receiver's, 3 both); the data must still "
             "arrive, through the send pipeline.",
             MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &p.test_fail_registration);
+        roce::pml::register_pvars();
         return OMPI_SUCCESS;
     } catch (...) {
         return OMPI_ERR_OUT_OF_RESOURCE;

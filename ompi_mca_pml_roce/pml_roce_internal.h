@@ -413,6 +413,9 @@ struct Counters {
     /// FRAGs refused as malformed: outside the range asked for, partly
     /// overlapping bytes that arrived, or too fragmented.
     uint64_t bad_frags = 0;
+    /// Arrivals offered to a matcher, receives posted and probes (plain
+    /// increments under the communicator's lock: exact without threads).
+    uint64_t match_attempts = 0;
 };
 
 /// Adds one to a counter (relaxed atomic: callbacks may run in several

@@ -249,6 +249,7 @@ inline void incoming(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
     {
         Guard guard(&pc->lock);
         a = pc->matcher->arrive(env, keep);
+        ++g.counters.match_attempts;
     }
     if (OPAL_LIKELY(a.kind == match::ArrivalKind::kMatched)) {
         deliver(static_cast<RecvRequest *>(a.request), kind, hdr, data, btl);
@@ -294,6 +295,7 @@ inline bool fast_match(mca_btl_base_module_t *btl, mca_btl_base_descriptor_t *de
     {
         Guard guard(&pc->lock);
         a = pc->matcher->arrive(match::Envelope{h.src, h.tag, h.seq}, keep);
+        ++g.counters.match_attempts;
     }
     if (OPAL_LIKELY(a.kind == match::ArrivalKind::kMatched)) {
         auto *r = static_cast<RecvRequest *>(a.request);

@@ -54,6 +54,7 @@ inline Eager eager_contig(PmlComm *pc, mca_bml_base_endpoint_t *ep, const char *
                                 MCA_BTL_DES_FLAGS_PRIORITY | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP,
                                 wire::tag_of(wire::Kind::kMatch), nullptr);
         if (OPAL_LIKELY(rc == OPAL_SUCCESS)) {
+            ++g.counters.eager_inline;
             return Eager::kSent;
         }
     }
@@ -68,6 +69,7 @@ inline Eager eager_contig(PmlComm *pc, mca_bml_base_endpoint_t *ep, const char *
     std::memcpy(p + sizeof h, data, bytes);
     des->des_cbfunc = noop_completion;
     if (OPAL_LIKELY(mca_bml_base_send(bml, des, wire::tag_of(wire::Kind::kMatch)) >= 0)) {
+        ++g.counters.eager_copy;
         return Eager::kSent;
     }
     btl->btl_free(btl, des);
