@@ -102,11 +102,14 @@ int register_params() noexcept {
             MCA_BASE_VAR_TYPE_UNSIGNED_INT, nullptr, OPAL_INFO_LVL_5, &p.qkey);
 
         p.verbose = 0;
+        // Open MPI's verbosity names (none, error, component, warn, info,
+        // trace, debug, max) as well as numbers, like btl_base_verbose.
         reg("verbose",
             "Verbosity of the roce BTL: 0 errors and warnings only, 10 device/port/GID "
-            "decisions and why, 50 connection events, 90 per-operation tracing. "
+            "decisions and why, 50 connection events, 90 per-operation tracing; Open MPI's "
+            "names (error, component, warn, info, trace, debug, max) work too. "
             "btl_base_verbose raises it too.",
-            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_3, &p.verbose);
+            MCA_BASE_VAR_TYPE_INT, &mca_base_var_enum_verbose, OPAL_INFO_LVL_3, &p.verbose);
 
         p.srq_size = 512;
         reg("srq_size",

@@ -4,10 +4,12 @@
 // everything, answer Open MPI with OMPI_* codes.
 #include "ompi_cxx_compat.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "ompi/constants.h"
 #include "ompi/mca/bml/base/base.h"
+#include "ompi/mca/pml/base/base.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/btl/base/base.h"
 #include "opal/util/output.h"
@@ -93,8 +95,10 @@ int mca_pml_roce_component_register_params(void) {
 
 int mca_pml_roce_component_open_cxx(void) {
     mca_pml_roce_component.output = opal_output_open(nullptr);
+    // pml_base_verbose raises it, as it does for Open MPI's own pmls.
     opal_output_set_verbosity(mca_pml_roce_component.output,
-                              mca_pml_roce_component.params.verbose);
+                              std::max(mca_pml_roce_component.params.verbose,
+                                       ompi_pml_base_framework.framework_verbose));
     // The btls are driven through the bml (r2), as ob1 does; opening the
     // framework is reference counted.
     return mca_base_framework_open(&ompi_bml_base_framework, static_cast<mca_base_open_flag_t>(0));
