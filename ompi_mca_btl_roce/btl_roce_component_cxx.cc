@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "opal/constants.h"
 #include "opal/mca/btl/base/base.h"
@@ -151,13 +153,20 @@ void start_monitor(util::LogSink &log) {
 }
 
 // No port for this process: a reason at verbose level, and an error only
-// when the user named the devices to use (btl_roce_if_include) - without
-// RoCE hardware every ob1 job initialises this btl and must stay quiet.
+// when the user asked for something specific (btl_roce_if_include, or a
+// pinned btl_roce_gid_index that no port can honour) - without RoCE
+// hardware every ob1 job initialises this btl and must stay quiet.
 void not_used(util::LogSink &log, const std::string &why) {
-    const char *asked = mca_btl_roce_component.params.if_include;
-    if (asked != nullptr && asked[0] != '\0') {
-        show_error("no usable port",
-                   util::format("btl_roce_if_include = %s: %s", asked, why.c_str()));
+    const mca_btl_roce_params_t &p = mca_btl_roce_component.params;
+    std::vector<std::string> asked;
+    if (p.if_include != nullptr && p.if_include[0] != '\0') {
+        asked.push_back(util::format("btl_roce_if_include = %s", p.if_include));
+    }
+    if (p.gid_index >= 0) {
+        asked.push_back(util::format("btl_roce_gid_index = %d", p.gid_index));
+    }
+    if (!asked.empty()) {
+        show_error("no usable port", util::join(asked, ", ") + ": " + why);
     }
     log.write(util::LogLevel::kInfo, "not used: " + why);
 }
