@@ -26,9 +26,10 @@ trap 'installed && dpkg -P ompi-roce >/dev/null 2>&1' EXIT INT TERM
 version=$(sed -n '1s/^ompi-roce (\([^)]*\)).*/\1/p' "$src/debian/changelog")
 tree="$work/ompi-roce-$version"
 rm -rf "$tree" && mkdir -p "$tree"
-git -C "$src" archive HEAD | tar -x -C "$tree"
+rev=$(git -C "$src" rev-parse --short HEAD)
+git -C "$src" archive "$rev" | tar -x -C "$tree"
 if (cd "$tree" && dpkg-buildpackage -us -uc -b) >"$work/build.log" 2>&1; then
-    ok "dpkg-buildpackage -us -uc -b from a clean export of $(git -C "$src" rev-parse --short HEAD)"
+    ok "dpkg-buildpackage -us -uc -b from a clean export of $rev"
 else
     bad "dpkg-buildpackage failed" "$work/build.log"
     echo "package checks: $pass passed, $fail failed"
