@@ -80,10 +80,6 @@ util::Result<PathChoice> choose_path(const PortPlan &plan, const wire::PortAdver
 /// that address in `plan`'s snapshot).
 bool on_link(const PortPlan &plan, const PathChoice &choice, const wire::Gid &peer);
 
-/// A fresh snapshot of this machine for the QP preflight (live rdma-core and
-/// netdev state, read at each call).
-qp::SnapshotSource live_snapshot_source();
-
 /// The modex advertisement of a port.
 wire::PortAdvert advertise(const PortPlan &plan, uint32_t ud_qpn);
 

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 
-#include "btl_roce.h"
 #include "util/net.h"
 #include "util/strings.h"
 
@@ -33,7 +32,7 @@ Status Module::ensure_ah(Endpoint &ep) {
     qp::QpParams params;
     ibv_ah_attr a = qp::build_ah_attr(ep.path().selection, ep.path().dgid, params);
     // Address handles go through the same checks as QP transitions.
-    auto snap = live_snapshot_source()();
+    auto snap = env_.snapshots();
     if (snap) {
         qp::PreflightResult pf = qp::preflight_ah(*snap, ep.path().selection, a);
         for (const auto &c : pf.corrections) {
@@ -75,7 +74,7 @@ Status Module::ensure_ah(Endpoint &ep) {
 bool Module::revalidate_path(Endpoint &ep, const std::shared_ptr<const topo::Snapshot> &given) {
     std::shared_ptr<const topo::Snapshot> snap = given;
     if (!snap) {
-        auto read = live_snapshot_source()();
+        auto read = env_.snapshots();
         if (!read) {
             return false;
         }
@@ -167,7 +166,7 @@ void Module::handle_cm(const uint8_t *grh, const uint8_t *data, size_t len) {
 
 // ------------------------------------------------------------- CmHost ---
 
-double Module::now() const { return now_seconds(); }
+double Module::now() const { return clock(); }
 
 Status Module::send_cm(Peer &peer, const std::vector<uint8_t> &bytes) {
     Endpoint &ep = ep_of(peer);

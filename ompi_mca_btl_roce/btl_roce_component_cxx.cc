@@ -20,6 +20,7 @@
 #include "btl_roce_mca.h"
 #include "btl_roce_module.h"
 #include "locality.h"
+#include "opal_env.h"
 #include "netmon/monitor.h"
 #include "netmon/rdma_binding.h"
 #include "topo/port_probe.h"
@@ -36,6 +37,7 @@ struct ComponentState {
     explicit ComponentState(int output) : log(output) {}
     OpalSink log;
     ProcessInfo who;
+    OpalPeerDirectory peers; ///< the modules' view of the other processes
     /// Declared before the modules: destroyed (its thread joined) after
     /// them, and their event queues detach either way.
     std::unique_ptr<netmon::Monitor> monitor;
@@ -197,13 +199,21 @@ mca_btl_base_module_t **init(int *num_btls) {
                        "\nThe roce BTL is disabled for this job.");
         return nullptr;
     }
+    g_state->who.name = local_process_name();
     g_state->who.token = token.value();
     g_state->who.job_size = job_size();
     for (auto &plan : plans) {
         log.write(util::LogLevel::kInfo,
                   util::format("%s:%d: %s", plan.device.c_str(), plan.port,
                                plan.explanation.c_str()));
-        auto m = Module::create(plan, *config, g_state->who, log);
+        ModuleEnv env;
+        env.verbs = &verbs::real_verbs();
+        env.snapshots = live_snapshot_source();
+        env.who = g_state->who;
+        env.peers = &g_state->peers;
+        env.registry = [&log](Device &dev) { return grdma_registry(dev, log); };
+        env.finalized = mca_btl_roce_component_module_finalized;
+        auto m = Module::create(plan, *config, std::move(env), log);
         if (!m) {
             // A port the policy accepted but that cannot be set up is worth
             // an error: this is the reported failure, said precisely.

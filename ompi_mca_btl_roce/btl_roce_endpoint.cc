@@ -8,9 +8,6 @@
 #include <algorithm>
 #include <random>
 
-#include "opal/mca/pmix/pmix.h"
-
-#include "btl_roce.h"
 #include "qp/lag_port.h"
 #include "util/net.h"
 #include "util/strings.h"
@@ -55,22 +52,6 @@ Endpoint::Endpoint(Module &module, opal_proc_t *proc, uint64_t peer_name,
 
 Endpoint::~Endpoint() = default;
 
-Result<wire::ModexAddress> fetch_address(opal_proc_t *proc) {
-    uint8_t *blob = nullptr;
-    size_t size = 0;
-    int rc = OPAL_SUCCESS;
-    OPAL_MODEX_RECV(rc, &mca_btl_roce_component.super.btl_version, &proc->proc_name,
-                    reinterpret_cast<void **>(&blob), &size);
-    if (rc != OPAL_SUCCESS || blob == nullptr) {
-        return Status(Code::kNotFound,
-                      "the peer published no roce address (no usable RoCE port there, or btl "
-                      "roce excluded on it)");
-    }
-    auto addr = wire::parse_modex(blob, size);
-    free(blob);
-    return addr;
-}
-
 Endpoint *Module::add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr,
                                std::string *why) {
     std::vector<std::string> reasons;
@@ -92,7 +73,7 @@ Endpoint *Module::add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr
         uint64_t name = name_of(proc->proc_name);
         auto ep = std::make_unique<Endpoint>(*this, proc, name, static_cast<uint16_t>(i), pp,
                                              path.value());
-        ep->loopback = (name == my_name_);
+        ep->loopback = (name == env_.who.name);
         ep->token = addr.token;
         BondView bond = bond_view(*plan_.snapshot, ep->path().selection.netdev);
         ep->spread_model_ = spread_model(bond.members, bond.hash_policy,
@@ -122,8 +103,8 @@ bool Module::unknown_requester(uint64_t name) {
     }
     uint32_t jobid = static_cast<uint32_t>(name >> 32);
     uint32_t vpid = static_cast<uint32_t>(name & 0xffffffffu);
-    if (jobid != static_cast<uint32_t>(my_name_ >> 32) ||
-        (who_.job_size != 0 && vpid >= who_.job_size) || lookup_failed_.count(name) != 0) {
+    if (jobid != static_cast<uint32_t>(env_.who.name >> 32) ||
+        (env_.who.job_size != 0 && vpid >= env_.who.job_size) || lookup_failed_.count(name) != 0) {
         return false;
     }
     if (std::find(lookups_.begin(), lookups_.end(), name) == lookups_.end() &&
@@ -135,8 +116,8 @@ bool Module::unknown_requester(uint64_t name) {
 
 void Module::resolve_lookups(const std::vector<uint64_t> &names) {
     for (uint64_t name : names) {
-        opal_proc_t *proc = opal_proc_for_name(name_from(name));
-        auto addr = proc ? fetch_address(proc)
+        opal_proc_t *proc = env_.peers->proc_for(name);
+        auto addr = proc ? env_.peers->address(proc)
                          : Result<wire::ModexAddress>(Status(Code::kNotFound, "no such process"));
         OPAL_THREAD_LOCK(&lock_);
         std::string why = addr ? "" : addr.status().message();
@@ -175,7 +156,7 @@ Result<std::unique_ptr<qp::QueuePair>> Module::new_init_qp(const Endpoint &ep) {
     }
     auto qp = std::make_unique<qp::QueuePair>(dev_->api(), std::move(raw.value()),
                                               qp::QpType::kRC, ep.path().selection,
-                                              live_snapshot_source(), plan_.privileged, &log_);
+                                              env_.snapshots, plan_.privileged, &log_);
     Path blank; // INIT only needs the access flags
     Status s = qp->to_init(rc_params(blank));
     if (!s) {

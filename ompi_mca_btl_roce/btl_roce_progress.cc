@@ -47,11 +47,11 @@ int Module::progress() {
     if (net) {
         on_net_events();
     }
-    if (readdress_at_ > 0 && now_seconds() >= readdress_at_) {
+    if (readdress_at_ > 0 && clock() >= readdress_at_) {
         readdress();
     }
     if (cm_->busy() && (n > 0 || (progress_calls_ & 15) == 0)) {
-        cm_->run_timers(now_seconds());
+        cm_->run_timers(clock());
     }
     todo.swap(deferred_);
     std::vector<uint64_t> lookups;
@@ -113,7 +113,7 @@ void Module::handle_wc(const ibv_wc &wc) {
 // deaf from then on. Bring it back with the same number; the handshakes'
 // retransmission timers resend what was lost.
 void Module::check_ud() {
-    double now = now_seconds();
+    double now = clock();
     if (now < ud_retry_at_) {
         return;
     }
@@ -289,7 +289,7 @@ void Module::retire_qp(Peer &peer, size_t i) {
     // are destroyed by the Retirement once nothing of them can still reach
     // the CQ; their by_qpn_ entries stay until then, so receives already
     // completed on them are still delivered.
-    double now = now_seconds();
+    double now = clock();
     if (p.loop_peer) {
         retirement_->retire(std::move(p.loop_peer), 0, now);
     }
@@ -301,7 +301,7 @@ void Module::retire_qp(Peer &peer, size_t i) {
 }
 
 void Module::warn_limited(const std::string &key, const std::string &line) {
-    warn_.warn(log_, key, now_seconds(), line);
+    warn_.warn(log_, key, clock(), line);
 }
 
 void Module::reap_retired(int polled) {
@@ -312,7 +312,7 @@ void Module::reap_retired(int polled) {
                                                       ibv_event_type_str(e.event_type)));
         }
     }
-    for (uint32_t qpn : retirement_->reap(polled, kPollBatch, now_seconds())) {
+    for (uint32_t qpn : retirement_->reap(polled, kPollBatch, clock())) {
         by_qpn_.erase(qpn);
     }
 }
@@ -344,7 +344,7 @@ void Module::retire_all() {
         }
         return n >= 0;
     };
-    for (uint32_t qpn : retirement_->destroy_all(round, 1.0, now_seconds)) {
+    for (uint32_t qpn : retirement_->destroy_all(round, 1.0, env_.clock)) {
         by_qpn_.erase(qpn);
     }
 }
