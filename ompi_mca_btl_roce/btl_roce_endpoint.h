@@ -82,7 +82,6 @@ public:
 
 private:
     friend class Module;
-    friend class EndpointTestPeer;
 
     Module *module_;
     opal_proc_t *proc_;
