@@ -11,7 +11,7 @@
 #include "select/selection.h"
 #include "topo/snapshot.h"
 #include "util/status.h"
-#include "wire.h"
+#include "proto/wire.h"
 
 namespace roce::btl {
 

@@ -19,7 +19,7 @@
 #include "btl_roce_log.h"
 #include "btl_roce_mca.h"
 #include "btl_roce_module.h"
-#include "locality.h"
+#include "proto/locality.h"
 #include "opal_env.h"
 #include "netmon/monitor.h"
 #include "netmon/rdma_binding.h"

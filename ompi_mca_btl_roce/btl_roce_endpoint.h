@@ -15,12 +15,12 @@
 #include "btl_roce_addr.h"
 #include "btl_roce_frag.h"
 #include "connection/peer.h"
-#include "credits.h"
-#include "lag.h"
+#include "proto/credits.h"
+#include "proto/lag.h"
 #include "qp/queue_pair.h"
-#include "seq_window.h"
+#include "proto/seq_window.h"
 #include "verbs/handles.h"
-#include "wire.h"
+#include "proto/wire.h"
 
 namespace roce::btl {
 

@@ -9,7 +9,7 @@
 #include "btl_roce.h"
 #include "util/params.h"
 #include "util/strings.h"
-#include "wire.h"
+#include "proto/wire.h"
 
 #include <algorithm>
 

@@ -21,7 +21,7 @@
 #include "btl_roce_endpoint.h"
 #include "connection/manager.h"
 #include "connection/retire.h"
-#include "lag.h"
+#include "proto/lag.h"
 #include "netmon/event_queue.h"
 #include "util/log.h"
 #include "util/status.h"

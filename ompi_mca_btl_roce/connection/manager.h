@@ -9,7 +9,7 @@
 #include "util/log.h"
 #include "util/rate_limit.h"
 #include "util/status.h"
-#include "wire.h"
+#include "proto/wire.h"
 
 namespace roce::btl {
 
