@@ -240,9 +240,9 @@ Status Module::connect_qp(Peer &peer, size_t i, const wire::PathInfo &remote) {
 void Module::path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected) {
     Endpoint &ep = ep_of(peer);
     Path &p = ep.paths_[i];
-    p.credits.set_initial(credits);
+    p.tx.credits.set_initial(credits);
     if (reconnected) {
-        ++p.stats.reconnects;
+        ++p.tx.stats.reconnects;
     }
     Status s = apply_lag_port(ep, i);
     if (!s) {
@@ -251,16 +251,16 @@ void Module::path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected) {
     }
     log_.write(LogLevel::kDebug,
                util::format("path %zu to %s up: qpn 0x%x -> 0x%x, source port 0x%04x%s (%s)", i,
-                            ep.label.c_str(), p.qpn(), p.remote_qpn, p.spread.sport,
-                            p.spread.member >= 0
-                                ? util::format(" on member %d", p.spread.member).c_str()
+                            ep.label.c_str(), p.qpn(), p.remote_qpn, p.tx.spread.sport,
+                            p.tx.spread.member >= 0
+                                ? util::format(" on member %d", p.tx.spread.member).c_str()
                                 : "",
                             ep.path().why.c_str()));
     drain_pending(ep);
     retry_rdma(ep);
 }
 
-void Module::path_lost(Peer &peer, size_t i) { ++ep_of(peer).paths_[i].stats.failovers; }
+void Module::path_lost(Peer &peer, size_t i) { ++ep_of(peer).paths_[i].tx.stats.failovers; }
 
 void Module::peer_moved(Peer &peer, const wire::Gid &from) {
     Endpoint &ep = ep_of(peer);

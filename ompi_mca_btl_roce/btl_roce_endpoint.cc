@@ -144,7 +144,7 @@ qp::QpParams Module::rc_params(const Path &path) const {
     int init_rd = dev_->attr().max_qp_init_rd_atom > 16 ? 16 : dev_->attr().max_qp_init_rd_atom;
     p.max_dest_rd_atomic = static_cast<uint8_t>(rd > 0 ? rd : 1);
     p.max_rd_atomic = static_cast<uint8_t>(init_rd > 0 ? init_rd : 1);
-    p.flow_label = path.spread.flow_label;
+    p.flow_label = path.tx.spread.flow_label;
     return p;
 }
 
@@ -169,10 +169,10 @@ void Module::install_qp(Endpoint &ep, size_t i, std::unique_ptr<qp::QueuePair> q
     Path &path = ep.paths_[i];
     path.qp = std::move(qp);
     path.local_psn = random_psn();
-    path.sq_free = dev_->config().sq_depth;
-    path.outstanding = 0;
-    path.credits = CreditLedger(1, cfg_.credit_threshold);
-    path.spread = PathSpread{};
+    path.tx.sq_free = dev_->config().sq_depth;
+    path.tx.outstanding = 0;
+    path.tx.credits = CreditLedger(1, cfg_.credit_threshold);
+    path.tx.spread = PathSpread{};
     by_qpn_[path.qpn()] = QpRef{&ep, i};
 }
 
@@ -236,7 +236,7 @@ Status Module::connect_path_qp(Endpoint &ep, Path &path, qp::QueuePair &qp, uint
     // The flow label (and so the UDP source port) follows from both QP
     // numbers, the same on both ends and whether or not the device honours
     // a flow label given at RTR.
-    path.spread = spread_of(ep.spread_model_, qp.get()->qp_num, remote_qpn);
+    path.tx.spread = spread_of(ep.spread_model_, qp.get()->qp_num, remote_qpn);
     qp::QpParams params = rc_params(path);
     Status s = qp.to_rtr(&remote, params);
     if (s) {
@@ -259,7 +259,7 @@ Status Module::apply_lag_port(Endpoint &ep, size_t i) {
     if (!got.is_ok()) {
         return got.status().with_context(util::format("path %zu", i));
     }
-    path.spread.member = static_cast<int>(got->active) - 1;
+    path.tx.spread.member = static_cast<int>(got->active) - 1;
     return Status::ok();
 }
 

@@ -348,19 +348,19 @@ void Module::log_path_stats() {
             log_.write(util::LogLevel::kInfo,
                        util::format("path %zu to %s: source port 0x%04x%s, %llu bytes, %llu "
                                     "messages, %llu retransmits, %llu failovers, %llu reconnects%s",
-                                    i, ep->label.c_str(), p.spread.sport,
-                                    p.spread.member >= 0
-                                        ? util::format(" (member %d)", p.spread.member).c_str()
+                                    i, ep->label.c_str(), p.tx.spread.sport,
+                                    p.tx.spread.member >= 0
+                                        ? util::format(" (member %d)", p.tx.spread.member).c_str()
                                         : "",
-                                    static_cast<unsigned long long>(p.stats.bytes),
-                                    static_cast<unsigned long long>(p.stats.messages),
-                                    static_cast<unsigned long long>(p.stats.retransmits),
-                                    static_cast<unsigned long long>(p.stats.failovers),
-                                    static_cast<unsigned long long>(p.stats.reconnects),
-                                    p.stats.bad_credits > 0
+                                    static_cast<unsigned long long>(p.tx.stats.bytes),
+                                    static_cast<unsigned long long>(p.tx.stats.messages),
+                                    static_cast<unsigned long long>(p.tx.stats.retransmits),
+                                    static_cast<unsigned long long>(p.tx.stats.failovers),
+                                    static_cast<unsigned long long>(p.tx.stats.reconnects),
+                                    p.tx.stats.bad_credits > 0
                                         ? util::format(", %llu credits beyond the window refused",
                                                        static_cast<unsigned long long>(
-                                                           p.stats.bad_credits))
+                                                           p.tx.stats.bad_credits))
                                               .c_str()
                                         : ""));
         }

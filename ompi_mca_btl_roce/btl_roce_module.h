@@ -139,6 +139,19 @@ struct ModuleEnv {
 /// points take the module lock; callbacks into the PML are made without it.
 /// It is the connection manager's host (btl_roce_cm.cc): the verbs side of
 /// each handshake step, and the data path's reaction to paths coming and going.
+///
+/// Locks. One lock, lock_, guards the module's mutable state: plan_ (its
+/// snapshot is replaced when addresses change) and every member declared
+/// after lock_ except registry_ - the Device's queues and pools, the endpoints with both halves of their paths,
+/// the name and QPN tables, the ConnectionManager (which has none of its
+/// own), the Retirement, the RDMA operation pool and deferred_. Why one: a
+/// data-path event can change connection state (an error completion retires
+/// the QP and reconnects) and a connection event changes what the data path
+/// may use (a path coming up drains the pending sends), in the same call;
+/// two locks would always be taken together, in an order kept by hand.
+/// Taken without it: the PML callbacks (run_deferred), the PeerDirectory
+/// calls (they may block on PMIx), the MemoryRegistry (grdma has its own
+/// lock), and the netmon queue's changed() (an atomic load).
 class Module final : private CmHost {
 public:
     /// The module for `plan`'s port, its Device open (through env.verbs)

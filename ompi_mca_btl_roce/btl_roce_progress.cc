@@ -154,8 +154,8 @@ Path *Module::account_completion(uint32_t qpn, Endpoint **ep_out) {
     }
     *ep_out = it->second.ep;
     Path &p = it->second.ep->paths_[it->second.path];
-    ++p.sq_free;
-    --p.outstanding;
+    ++p.tx.sq_free;
+    --p.tx.outstanding;
     return &p;
 }
 
@@ -171,7 +171,7 @@ void Module::on_send_completion(const ibv_wc &wc) {
     Path *path = account_completion(wc.qp_num, &owner);
     if (wc.status == IBV_WC_SUCCESS) {
         if (path != nullptr) {
-            ++path->stats.messages;
+            ++path->tx.stats.messages;
         }
         if (f->has_seq) {
             (void)ep.completed_.accept(f->seq);
@@ -197,7 +197,7 @@ void Module::on_send_completion(const ibv_wc &wc) {
         }
         f->base.order = MCA_BTL_NO_ORDER;
         if (f->path >= 0 && static_cast<size_t>(f->path) < ep.paths_.size()) {
-            ++ep.paths_[static_cast<size_t>(f->path)].stats.retransmits;
+            ++ep.paths_[static_cast<size_t>(f->path)].tx.stats.retransmits;
         }
     }
     drain_pending(ep);
@@ -231,8 +231,8 @@ void Module::handle_recv(const ibv_wc &wc) {
     Path &path = ep.paths_[it->second.path];
     if (live) {
         cm_->on_rc_message(ep, it->second.path); // the first message doubles as the RTU
-        if (path.credits.add(hdr->credits) != 0) {
-            ++path.stats.bad_credits; // more than the window: never trusted
+        if (path.tx.credits.add(hdr->credits) != 0) {
+            ++path.tx.stats.bad_credits; // more than the window: never trusted
         }
     }
     bool deliver = false;
@@ -250,7 +250,7 @@ void Module::handle_recv(const ibv_wc &wc) {
         // Credit-only messages and copies of what a failover resent.
         (void)dev_->post_srq_recv(idx);
         if (live) {
-            path.credits.owe();
+            path.tx.credits.owe();
         }
         drain_pending(ep);
         return;
@@ -294,10 +294,10 @@ void Module::retire_qp(Peer &peer, size_t i) {
         retirement_->retire(std::move(p.loop_peer), 0, now);
     }
     if (p.qp) {
-        retirement_->retire(std::move(p.qp), p.outstanding, now);
+        retirement_->retire(std::move(p.qp), p.tx.outstanding, now);
     }
-    p.outstanding = 0;
-    p.sq_free = 0;
+    p.tx.outstanding = 0;
+    p.tx.sq_free = 0;
 }
 
 void Module::warn_limited(const std::string &key, const std::string &line) {
@@ -397,7 +397,7 @@ void Module::run_deferred(std::vector<Deferred> &todo) {
             }
             (void)dev_->post_srq_recv(d.buf_index);
             if (d.path >= 0 && d.ep->paths_[static_cast<size_t>(d.path)].state == PathState::kUp) {
-                d.ep->paths_[static_cast<size_t>(d.path)].credits.owe();
+                d.ep->paths_[static_cast<size_t>(d.path)].tx.credits.owe();
                 maybe_send_credits(*d.ep, static_cast<size_t>(d.path));
             }
             OPAL_THREAD_UNLOCK(&lock_);

@@ -73,12 +73,12 @@ int Module::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
     }
     op->path = static_cast<int>(i);
     if (op->parent != nullptr) {
-        ++path.chunks;
+        ++path.tx.chunks;
     }
-    --path.sq_free;
-    ++path.outstanding;
+    --path.tx.sq_free;
+    ++path.tx.outstanding;
     ++inflight_;
-    path.stats.bytes += sge.length;
+    path.tx.stats.bytes += sge.length;
     if (log_.enabled(util::LogLevel::kTrace)) {
         log_.write(util::LogLevel::kTrace,
                    util::format("RDMA op %d, %u bytes, path %zu -> %s remote 0x%llx rkey 0x%x",
@@ -101,7 +101,7 @@ int Module::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
     std::vector<size_t> ready;
     for (size_t k = 0; k < ep.paths_.size(); ++k) {
         size_t i = (ep.next_path_ + k) % ep.paths_.size();
-        if (ep.paths_[i].state == PathState::kUp && ep.paths_[i].sq_free > 0) {
+        if (ep.paths_[i].state == PathState::kUp && ep.paths_[i].tx.sq_free > 0) {
             ready.push_back(i);
         }
     }
@@ -151,8 +151,8 @@ int Module::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
         bool posted = false;
         for (size_t tries = 0; !posted && tries < ready.size(); ++tries, ++r) {
             Path &path = ep.paths_[ready[r % ready.size()]];
-            if (path.state != PathState::kUp || path.sq_free == 0 || inflight_ >= max_inflight_ ||
-                path.chunks >= cfg_.chunks_per_path) {
+            if (path.state != PathState::kUp || path.tx.sq_free == 0 || inflight_ >= max_inflight_ ||
+                path.tx.chunks >= cfg_.chunks_per_path) {
                 continue;
             }
             posted = post_rdma_on(ep, ready[r % ready.size()], part) == OPAL_SUCCESS;
@@ -290,11 +290,11 @@ void Module::on_rdma_completion(const ibv_wc &wc) {
     if (op->parent != nullptr && op->path >= 0 && static_cast<size_t>(op->path) < ep.paths_.size()) {
         // Every posted chunk completes once (flushed, if its QP was retired).
         Path &p = ep.paths_[static_cast<size_t>(op->path)];
-        p.chunks -= p.chunks > 0 ? 1 : 0;
+        p.tx.chunks -= p.tx.chunks > 0 ? 1 : 0;
     }
     if (wc.status == IBV_WC_SUCCESS) {
         if (path != nullptr) {
-            ++path->stats.messages;
+            ++path->tx.stats.messages;
         }
         rdma_done(op, OPAL_SUCCESS);
         if (ep.rdma_retry_ != nullptr) {
@@ -312,7 +312,7 @@ void Module::on_rdma_completion(const ibv_wc &wc) {
     // An atomic that got the error itself may have executed: it fails.
     if (ep.state != EpState::kFailed && (!atomic || wc.status == IBV_WC_WR_FLUSH_ERR)) {
         if (op->path >= 0 && static_cast<size_t>(op->path) < ep.paths_.size()) {
-            ++ep.paths_[static_cast<size_t>(op->path)].stats.retransmits;
+            ++ep.paths_[static_cast<size_t>(op->path)].tx.stats.retransmits;
         }
         op->next_retry = ep.rdma_retry_;
         ep.rdma_retry_ = op;
@@ -334,8 +334,8 @@ void Module::retry_rdma(Endpoint &ep) {
         for (size_t k = 0; k < ep.paths_.size(); ++k) { // round-robin: keep striping
             size_t j = (ep.next_path_ + k) % ep.paths_.size();
             const Path &p = ep.paths_[j];
-            if (p.state == PathState::kUp && p.sq_free > 0 &&
-                (op->parent == nullptr || p.chunks < cfg_.chunks_per_path)) {
+            if (p.state == PathState::kUp && p.tx.sq_free > 0 &&
+                (op->parent == nullptr || p.tx.chunks < cfg_.chunks_per_path)) {
                 i = static_cast<int>(j);
                 ep.next_path_ = static_cast<unsigned>(j + 1);
                 break;

@@ -177,10 +177,10 @@ std::string simultaneous_connect(const FabricOptions &o, const std::function<siz
         btl::Endpoint &e = f.ep(i, 1 - i);
         for (size_t k = 0; k < e.path_count(); ++k) {
             const btl::Path &p = e.path_at(k);
-            if (p.stats.failovers != 0 || p.stats.reconnects != 0) {
+            if (p.tx.stats.failovers != 0 || p.tx.stats.reconnects != 0) {
                 why += util::format("p%zu path %zu failed %llu times, reconnected %llu times; ", i,
-                                    k, static_cast<unsigned long long>(p.stats.failovers),
-                                    static_cast<unsigned long long>(p.stats.reconnects));
+                                    k, static_cast<unsigned long long>(p.tx.stats.failovers),
+                                    static_cast<unsigned long long>(p.tx.stats.reconnects));
             }
         }
     }
@@ -439,7 +439,7 @@ TEST_CASE("btl e2e: credits run out, sends wait, credit-only messages bring them
     size_t posted = rc_sends(pq, false) - before;
     CHECK(posted >= 1);
     CHECK(posted <= o.credits - 1);
-    CHECK(p.credits.available() <= p.credits.reserve());
+    CHECK(p.tx.credits.available() <= p.tx.credits.reserve());
     // p1 consumes them and, with nothing to send, returns the credits in
     // credit-only messages; p0's waiting sends go out.
     size_t credit_only_before = rc_sends(qq, true);
@@ -455,8 +455,8 @@ TEST_CASE("btl e2e: credits run out, sends wait, credit-only messages bring them
     f.run(60);
     CHECK(from(f, 1, 0) == sorted(expected(0, 1, 0, 43)));
     CHECK(from(f, 0, 1) == sorted(expected(1, 0, 0, 30)));
-    CHECK(p.stats.bad_credits == 0);
-    CHECK(q.stats.bad_credits == 0);
+    CHECK(p.tx.stats.bad_credits == 0);
+    CHECK(q.tx.stats.bad_credits == 0);
     teardown(f);
 }
 
@@ -478,7 +478,7 @@ void rdma_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, void *,
 size_t busy_path(BtlFabric &f, size_t i, size_t j) {
     btl::Endpoint &e = f.ep(i, j);
     for (size_t k = 0; k < e.path_count(); ++k) {
-        if (e.path_at(k).outstanding > 0) {
+        if (e.path_at(k).tx.outstanding > 0) {
             return k;
         }
     }
@@ -558,12 +558,12 @@ TEST_CASE("btl e2e: a path fails with sends and RDMA in flight: no loss, no dupl
         }
         CHECK(f.procs[0]->errors.empty());
         const btl::Path &p = f.ep(0, 1).path_at(k);
-        CHECK(p.stats.failovers == 1);
+        CHECK(p.tx.stats.failovers == 1);
 
         // Failback: the path reconnects (a new QP) and carries traffic again.
         REQUIRE(f.run_until([&] { return f.all_up(0, 1) && f.all_up(1, 0); }, 2000, 0.05));
         CHECK(p.qpn() != old_qpn);
-        CHECK(p.stats.reconnects == 1);
+        CHECK(p.tx.stats.reconnects == 1);
         check_pairing(f, 0, 1);
         size_t sends_before = f.fake.sends().size();
         for (int n = 11; n < 31; ++n) {
