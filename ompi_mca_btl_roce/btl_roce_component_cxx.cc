@@ -151,6 +151,18 @@ void start_monitor(util::LogSink &log) {
     g_state->monitor = std::move(mon);
 }
 
+// What a module takes from Open MPI and rdma-core (opal_env.h).
+ModuleEnv module_env(util::LogSink &log) {
+    ModuleEnv env;
+    env.verbs = &verbs::real_verbs();
+    env.snapshots = live_snapshot_source();
+    env.who = g_state->who;
+    env.peers = &g_state->peers;
+    env.registry = [&log](Device &dev) { return grdma_registry(dev, log); };
+    env.finalized = mca_btl_roce_component_module_finalized;
+    return env;
+}
+
 // Decides whether this process gets roce modules. Must stay cheap and quiet
 // when there is no RoCE hardware: Debian's default configuration makes every
 // ob1 job initialise every installed btl.
@@ -206,14 +218,7 @@ mca_btl_base_module_t **init(int *num_btls) {
         log.write(util::LogLevel::kInfo,
                   util::format("%s:%d: %s", plan.device.c_str(), plan.port,
                                plan.explanation.c_str()));
-        ModuleEnv env;
-        env.verbs = &verbs::real_verbs();
-        env.snapshots = live_snapshot_source();
-        env.who = g_state->who;
-        env.peers = &g_state->peers;
-        env.registry = [&log](Device &dev) { return grdma_registry(dev, log); };
-        env.finalized = mca_btl_roce_component_module_finalized;
-        auto m = Module::create(plan, *config, std::move(env), log);
+        auto m = Module::create(plan, *config, module_env(log), log);
         if (!m) {
             // A port the policy accepted but that cannot be set up is worth
             // an error: this is the reported failure, said precisely.
