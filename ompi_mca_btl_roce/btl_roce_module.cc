@@ -215,7 +215,7 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
                                "paths are spread by UDP source port instead",
                                plan.device.c_str(), plan.port));
     }
-    Status s = m->init_rdma_ops();
+    Status s = m->rdma_ops_.init(m->dev_->api(), m->dev_->pd(), cfg.max_rdma_ops, &log);
     if (!s) {
         return s;
     }
@@ -255,7 +255,7 @@ Module::~Module() {
     }
     retirement_.reset();
     endpoints_.clear();
-    rdma_slab_ = RegisteredSlab{};
+    rdma_ops_.reset();
     registry_.reset();
     dev_.reset();
     OBJ_DESTRUCT(&lock_);

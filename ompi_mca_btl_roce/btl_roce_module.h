@@ -21,6 +21,7 @@
 #include "btl_roce_endpoint.h"
 #include "connection/manager.h"
 #include "connection/retire.h"
+#include "data/rdma_op_pool.h"
 #include "proto/lag.h"
 #include "netmon/event_queue.h"
 #include "util/log.h"
@@ -297,9 +298,6 @@ private:
     void handle_recv(const ibv_wc &wc);
     void release_frag(Frag *f);
     void run_deferred(std::vector<Deferred> &todo);
-    RdmaOp *get_rdma_op();
-    void put_rdma_op(RdmaOp *op);
-    util::Status init_rdma_ops();
     int post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op);
     int start_rdma(Endpoint &ep, RdmaOp *op, size_t size);
     int issue(Endpoint *ep, RdmaOp *op, size_t size);
@@ -358,8 +356,7 @@ private:
     bool lag_affinity_ = false;     ///< the device does queue-affinity LAG (mlx5)
     uint32_t rdma_outstanding_ = 0;
     std::vector<Deferred> deferred_; ///< PML callbacks to run unlocked
-    RegisteredSlab rdma_slab_;       ///< RdmaOp pool
-    RdmaOp *rdma_free_ = nullptr;
+    RdmaOpPool rdma_ops_;
     uint32_t inflight_ = 0;          ///< signaled sends + RDMA in flight (bounded by the CQ)
     uint32_t max_inflight_ = 0;
     mca_btl_base_module_error_cb_fn_t error_cb_ = nullptr;

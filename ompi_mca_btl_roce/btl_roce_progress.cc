@@ -423,7 +423,7 @@ void Module::run_deferred(std::vector<Deferred> &todo) {
                            op->cbcontext, op->cbdata, d.status);
             }
             OPAL_THREAD_LOCK(&lock_);
-            put_rdma_op(op);
+            rdma_ops_.put(op);
             OPAL_THREAD_UNLOCK(&lock_);
             break;
         }
