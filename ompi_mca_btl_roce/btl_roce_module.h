@@ -143,9 +143,10 @@ struct ModuleEnv {
 ///
 /// Locks. One lock, lock_, guards the module's mutable state: plan_ (its
 /// snapshot is replaced when addresses change) and every member declared
-/// after lock_ except registry_ - the Device's queues and pools, the endpoints with both halves of their paths,
-/// the name and QPN tables, the ConnectionManager (which has none of its
-/// own), the Retirement, the RDMA operation pool and deferred_. Why one: a
+/// after lock_ except registry_ - the Device's queues and pools, the
+/// endpoints with both halves of their paths, the name and QPN tables, the
+/// ConnectionManager (which has none of its own), the Retirement, the RDMA
+/// operation pool and deferred_. Why one: a
 /// data-path event can change connection state (an error completion retires
 /// the QP and reconnects) and a connection event changes what the data path
 /// may use (a path coming up drains the pending sends), in the same call;

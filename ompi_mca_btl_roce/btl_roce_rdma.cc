@@ -120,8 +120,8 @@ int Module::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
         bool posted = false;
         for (size_t tries = 0; !posted && tries < ready.size(); ++tries, ++r) {
             Path &path = ep.paths_[ready[r % ready.size()]];
-            if (path.state != PathState::kUp || path.tx.sq_free == 0 || inflight_ >= max_inflight_ ||
-                path.tx.chunks >= cfg_.chunks_per_path) {
+            if (path.state != PathState::kUp || path.tx.sq_free == 0 ||
+                inflight_ >= max_inflight_ || path.tx.chunks >= cfg_.chunks_per_path) {
                 continue;
             }
             posted = post_rdma_on(ep, ready[r % ready.size()], part) == OPAL_SUCCESS;

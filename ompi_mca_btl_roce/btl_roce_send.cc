@@ -131,7 +131,8 @@ int Module::pick_path(Endpoint &ep, uint8_t order, bool control) const {
         if (p.state != PathState::kUp || p.tx.sq_free == 0) {
             return false;
         }
-        return control ? p.tx.credits.available() > 0 : p.tx.credits.available() > p.tx.credits.reserve();
+        const CreditLedger &c = p.tx.credits;
+        return control ? c.available() > 0 : c.available() > c.reserve();
     };
     size_t n = ep.paths_.size();
     if (order != MCA_BTL_NO_ORDER && order < n && usable(ep.paths_[order])) {

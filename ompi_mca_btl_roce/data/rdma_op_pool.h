@@ -23,8 +23,7 @@ public:
     /// `count` operations over fresh memory registered on `pd` for local
     /// write. The error names the pool (and RLIMIT_MEMLOCK when that is the
     /// likely cause). `log` takes a failed deregistration later.
-    util::Status init(const verbs::VerbsApi &api, ibv_pd *pd, uint32_t count,
-                      util::LogSink *log);
+    util::Status init(const verbs::VerbsApi &api, ibv_pd *pd, uint32_t count, util::LogSink *log);
     /// A free operation, value-initialized; nullptr when all are in use.
     RdmaOp *get();
     /// Gives `op` (from get()) back.

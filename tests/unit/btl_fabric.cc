@@ -141,8 +141,7 @@ BtlFabric::BtlFabric(FabricOptions o) : fake(fixture(o.fixture)) {
         env.snapshots = fresh;
         env.who = {p->name, p->token, static_cast<uint32_t>(o.procs)};
         env.peers = this;
-        env.registry = [](btl::Device &dev)
-            -> util::Result<std::unique_ptr<btl::MemoryRegistry>> {
+        env.registry = [](btl::Device &dev) -> util::Result<std::unique_ptr<btl::MemoryRegistry>> {
             return std::unique_ptr<btl::MemoryRegistry>(std::make_unique<DirectRegistry>(dev));
         };
         env.clock = [this] { return now(); };
@@ -205,8 +204,8 @@ void BtlFabric::add_all() {
     }
     for (auto &p : procs) {
         p->eps.assign(all.size(), nullptr);
-        REQUIRE(p->btl()->btl_add_procs(p->btl(), all.size(), all.data(), p->eps.data(),
-                                        nullptr) == OPAL_SUCCESS);
+        REQUIRE(p->btl()->btl_add_procs(p->btl(), all.size(), all.data(), p->eps.data(), nullptr) ==
+                OPAL_SUCCESS);
         for (auto *e : p->eps) {
             REQUIRE(e != nullptr);
         }
@@ -300,8 +299,7 @@ int BtlFabric::finalize(size_t i) {
 
 mca_btl_base_registration_handle_t *BtlFabric::reg(size_t i, void *base, size_t size) {
     mca_btl_base_module_t *b = procs[i]->btl();
-    return b->btl_register_mem(b, nullptr, base, size,
-                               MCA_BTL_REG_FLAG_ACCESS_ANY);
+    return b->btl_register_mem(b, nullptr, base, size, MCA_BTL_REG_FLAG_ACCESS_ANY);
 }
 
 } // namespace roce::testing

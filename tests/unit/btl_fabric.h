@@ -19,7 +19,7 @@
 
 namespace roce::testing {
 
-/// Counts warnings and errors, keeps the lines (for failure messages).
+/// Keeps the lines (for failure messages) and counts the errors.
 class KeepSink final : public util::LogSink {
 public:
     bool enabled(util::LogLevel level) const noexcept override {
@@ -36,11 +36,10 @@ struct BtlProc {
     uint64_t name = 0;
     uint64_t token = 0;
     opal_proc_t proc{};
-    std::unique_ptr<btl::Module> module; ///< null once finalized
+    std::unique_ptr<btl::Module> module;        ///< null once finalized
     std::vector<mca_btl_base_endpoint_t *> eps; ///< eps[j]: this process's endpoint for process j
-    std::vector<std::string> received;   ///< payloads of the fragments delivered to the PML
-    std::vector<std::string> errors;     ///< the PML's error callback
-    std::map<uint64_t, int> send_done;   ///< descriptor callbacks by payload number
+    std::vector<std::string> received;          ///< payloads of the fragments delivered to the PML
+    std::vector<std::string> errors;            ///< the PML's error callback
     mca_btl_base_module_t *btl() const { return module->base(); }
 };
 
@@ -108,7 +107,7 @@ private:
     std::vector<btl::wire::ModexAddress> modex_;
 };
 
-/// Payload number of "p<i>-><j>#<n>" (for the checks).
+/// `v` in order (what arrived, compared as a set with its multiplicity).
 std::vector<std::string> sorted(std::vector<std::string> v);
 
 } // namespace roce::testing

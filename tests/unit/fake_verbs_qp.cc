@@ -501,7 +501,8 @@ int FakeOps::post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
             qp->state = IBV_QPS_ERR;
             fake_enter_error(f, q);
         } else if (qp->state == IBV_QPS_ERR) {
-            cq.wcs.push_back(fake_wc(q, wr->wr_id, IBV_WC_WR_FLUSH_ERR, fake_wc_opcode(wr->opcode), 0));
+            cq.wcs.push_back(
+                fake_wc(q, wr->wr_id, IBV_WC_WR_FLUSH_ERR, fake_wc_opcode(wr->opcode), 0));
         } else if (st(f).wire && q.kind == FakeQpKind::kUD) {
             fake_send_datagram(f, q, *wr);
             if (q.sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED)) {
@@ -510,7 +511,8 @@ int FakeOps::post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
         } else if (!st(f).auto_complete || st(f).wire) {
             q.sq.push_back(f.sends_.back());
         } else if (q.sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED)) {
-            cq.wcs.push_back(fake_wc(q, wr->wr_id, IBV_WC_SUCCESS, fake_wc_opcode(wr->opcode), len));
+            cq.wcs.push_back(
+                fake_wc(q, wr->wr_id, IBV_WC_SUCCESS, fake_wc_opcode(wr->opcode), len));
         }
     }
     return 0;

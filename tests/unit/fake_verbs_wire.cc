@@ -9,7 +9,9 @@ namespace roce::testing {
 
 namespace {
 
-FakeVerbs::State &st(FakeVerbs &f) { return f.state(); }
+FakeVerbs::State &st(FakeVerbs &f) {
+    return f.state();
+}
 
 FakeQpObj *qp_by_num(FakeVerbs &f, uint32_t qpn) {
     for (auto &[key, q] : st(f).qps) {
@@ -20,7 +22,9 @@ FakeQpObj *qp_by_num(FakeVerbs &f, uint32_t qpn) {
     return nullptr;
 }
 
-bool ready(const FakeQpObj &q) { return q.qp.state == IBV_QPS_RTR || q.qp.state == IBV_QPS_RTS; }
+bool ready(const FakeQpObj &q) {
+    return q.qp.state == IBV_QPS_RTR || q.qp.state == IBV_QPS_RTS;
+}
 
 std::vector<uint8_t> gather(const PostedWr &wr) {
     if (!wr.inline_data.empty()) {
@@ -70,13 +74,13 @@ uint8_t *remote_memory(FakeVerbs &f, const FakeQpObj &responder, uint32_t rkey, 
     return nullptr;
 }
 
-void complete(FakeVerbs &f, FakeQpObj &q, const PostedWr &wr, ibv_wc_status status,
-              uint32_t len) {
+void complete(FakeVerbs &f, FakeQpObj &q, const PostedWr &wr, ibv_wc_status status, uint32_t len) {
     if (status == IBV_WC_SUCCESS && !q.sq_sig_all && !(wr.send_flags & IBV_SEND_SIGNALED)) {
         return;
     }
-    st(f).cqs.at(q.qp.send_cq)->wcs.push_back(fake_wc(q, wr.wr_id, status,
-                                                      fake_wc_opcode(wr.opcode), len));
+    st(f)
+        .cqs.at(q.qp.send_cq)
+        ->wcs.push_back(fake_wc(q, wr.wr_id, status, fake_wc_opcode(wr.opcode), len));
 }
 
 /// The requester's front work request failed with `status`: it completes
@@ -125,8 +129,8 @@ Step execute(FakeVerbs &f, FakeQpObj &q, FakeQpObj &r, bool ack = true) {
             fail_front(f, q, IBV_WC_REM_INV_REQ_ERR);
             return Step::kFailed;
         }
-        ibv_wc wc = fake_wc(r, recv.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV,
-                            static_cast<uint32_t>(data.size()));
+        ibv_wc wc =
+            fake_wc(r, recv.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV, static_cast<uint32_t>(data.size()));
         wc.src_qp = q.qp.qp_num;
         if (wr.opcode == IBV_WR_SEND_WITH_IMM) {
             wc.imm_data = wr.imm_data;
@@ -141,8 +145,8 @@ Step execute(FakeVerbs &f, FakeQpObj &q, FakeQpObj &r, bool ack = true) {
     }
     case IBV_WR_RDMA_WRITE: {
         std::vector<uint8_t> data = gather(wr);
-        uint8_t *dst = remote_memory(f, r, wr.rkey, wr.remote_addr, data.size(),
-                                     IBV_ACCESS_REMOTE_WRITE);
+        uint8_t *dst =
+            remote_memory(f, r, wr.rkey, wr.remote_addr, data.size(), IBV_ACCESS_REMOTE_WRITE);
         if (dst == nullptr) {
             to_error(f, r);
             fail_front(f, q, IBV_WC_REM_ACCESS_ERR);
@@ -153,8 +157,8 @@ Step execute(FakeVerbs &f, FakeQpObj &q, FakeQpObj &r, bool ack = true) {
         break;
     }
     case IBV_WR_RDMA_READ: {
-        uint8_t *src = remote_memory(f, r, wr.rkey, wr.remote_addr, wr.length,
-                                     IBV_ACCESS_REMOTE_READ);
+        uint8_t *src =
+            remote_memory(f, r, wr.rkey, wr.remote_addr, wr.length, IBV_ACCESS_REMOTE_READ);
         if (src == nullptr) {
             to_error(f, r);
             fail_front(f, q, IBV_WC_REM_ACCESS_ERR);
@@ -167,8 +171,7 @@ Step execute(FakeVerbs &f, FakeQpObj &q, FakeQpObj &r, bool ack = true) {
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
     case IBV_WR_ATOMIC_CMP_AND_SWP: {
         uint8_t *p = (wr.remote_addr & 7) == 0 && wr.length == 8
-                         ? remote_memory(f, r, wr.rkey, wr.remote_addr, 8,
-                                         IBV_ACCESS_REMOTE_ATOMIC)
+                         ? remote_memory(f, r, wr.rkey, wr.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC)
                          : nullptr;
         if (p == nullptr) {
             to_error(f, r);
@@ -178,8 +181,8 @@ Step execute(FakeVerbs &f, FakeQpObj &q, FakeQpObj &r, bool ack = true) {
         uint64_t old = 0;
         std::memcpy(&old, p, 8);
         uint64_t now = wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? old + wr.compare_add
-                       : old == wr.compare_add                   ? wr.swap
-                                                                 : old;
+                       : old == wr.compare_add                  ? wr.swap
+                                                                : old;
         std::memcpy(p, &now, 8);
         (void)scatter(wr.sge, reinterpret_cast<const uint8_t *>(&old), 8);
         complete(f, q, wr, IBV_WC_SUCCESS, 8);
@@ -257,9 +260,13 @@ void fake_send_datagram(FakeVerbs &f, const FakeQpObj &q, const ibv_send_wr &wr)
     st(f).datagrams.push_back(std::move(d));
 }
 
-void FakeVerbs::set_wire(bool on) { st_->wire = on; }
+void FakeVerbs::set_wire(bool on) {
+    st_->wire = on;
+}
 
-std::deque<FakeVerbs::Datagram> &FakeVerbs::datagrams() { return st_->datagrams; }
+std::deque<FakeVerbs::Datagram> &FakeVerbs::datagrams() {
+    return st_->datagrams;
+}
 
 ibv_qp *FakeVerbs::find_qp(uint32_t qpn) const {
     FakeQpObj *q = qp_by_num(const_cast<FakeVerbs &>(*this), qpn);
@@ -283,8 +290,8 @@ bool FakeVerbs::deliver_datagram(const Datagram &d) {
             ->wcs.push_back(fake_wc(*q, recv.wr_id, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0));
         return false;
     }
-    ibv_wc wc = fake_wc(*q, recv.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV,
-                        static_cast<uint32_t>(buf.size()));
+    ibv_wc wc =
+        fake_wc(*q, recv.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV, static_cast<uint32_t>(buf.size()));
     wc.src_qp = d.src_qpn;
     wc.wc_flags |= IBV_WC_GRH;
     st_->cqs.at(q->qp.recv_cq)->wcs.push_back(wc);

@@ -82,8 +82,7 @@ void teardown(BtlFabric &f) {
 
 } // namespace
 
-TEST_CASE("btl e2e: lazy connect on first send, both directions, every path paired",
-          "[btl][e2e]") {
+TEST_CASE("btl e2e: lazy connect on first send, both directions, every path paired", "[btl][e2e]") {
     for (const char *fx : {"rxe_bond", "mlx5_lag"}) {
         CAPTURE(fx);
         verbs::note_destroy_failure(0);
@@ -126,8 +125,9 @@ namespace {
 /// wrong, empty when the outcome is right: both connected, every path
 /// paired, every message received exactly once, and - nothing was lost -
 /// no path ever failed.
-std::string simultaneous_connect(const FabricOptions &o, const std::function<size_t(size_t)> &choose,
-                                 int max_rc_steps, int max_dups) {
+std::string simultaneous_connect(const FabricOptions &o,
+                                 const std::function<size_t(size_t)> &choose, int max_rc_steps,
+                                 int max_dups) {
     BtlFabric f(o);
     f.add_all();
     bool sent[2] = {false, false};
@@ -285,8 +285,7 @@ TEST_CASE("btl e2e: simultaneous connect over two LAG paths, randomized schedule
     CHECK(failures.empty());
 }
 
-TEST_CASE("btl e2e: lost, duplicated, reordered and late connection messages",
-          "[btl][e2e][cm]") {
+TEST_CASE("btl e2e: lost, duplicated, reordered and late connection messages", "[btl][e2e][cm]") {
     // Seeded chaos on the UD wire while both sides connect and send; then
     // the wire heals. Retransmission (REQ backoff, the RTU wait) must bring
     // both up with every message delivered exactly once.
@@ -351,7 +350,8 @@ TEST_CASE("btl e2e: lost, duplicated, reordered and late connection messages",
         std::string why;
         if (!up) {
             why += util::format("not connected (chaos over at +%.1f s, %zu datagrams sent by "
-                                "then); ", chaos_end - start, ud_sent);
+                                "then); ",
+                                chaos_end - start, ud_sent);
         }
         if (from(f, 1, 0) != expected(0, 1, 0, 1)) {
             why += util::format("p1 got %zu from p0; ", from(f, 1, 0).size());
@@ -467,7 +467,7 @@ struct RdmaResult {
     int status = 1;
 };
 
-void rdma_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, void *, 
+void rdma_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, void *,
                mca_btl_base_registration_handle_t *, void *context, void *, int status) {
     auto *r = static_cast<RdmaResult *>(context);
     ++r->calls;
