@@ -218,8 +218,8 @@ public:
     void set_wire(bool on);
     std::deque<Datagram> &datagrams();
     /// Delivers a datagram as the receiving device does: dropped silently
-    /// (false) unless its QP exists, is UD in RTR or RTS, the qkey matches
-    /// and a receive is posted; otherwise the receive holds the 40-byte GRH
+    /// (false) unless its QP exists, is UD in RTR or RTS, its port has the
+    /// destination GID, the qkey matches and a receive is posted; otherwise the receive holds the 40-byte GRH
     /// (for an IPv4-mapped GID the IPv4 header in its last 20 bytes, as
     /// RoCE v2 devices write it; else an IPv6 header) and the payload, and
     /// completes with IBV_WC_GRH.

@@ -279,6 +279,16 @@ bool FakeVerbs::deliver_datagram(const Datagram &d) {
         q->attr.qkey != d.qkey) {
         return false;
     }
+    // The network delivers to the port that has the destination GID.
+    const FakePort &port =
+        FakeOps::device_of(q->qp.context).ports.at(static_cast<size_t>(q->attr.port_num) - 1);
+    bool here = false;
+    for (const auto &[index, g] : port.gids) {
+        here = here || g.gid == d.dgid;
+    }
+    if (!here) {
+        return false;
+    }
     PostedWr recv = q->rq.front();
     std::vector<uint8_t> buf(40 + d.payload.size());
     write_grh(buf.data(), d, d.payload.size());

@@ -881,6 +881,9 @@ TEST_CASE("FakeVerbs wire: UD datagrams wait on the wire; delivered with the GRH
     ibv_recv_wr *rbad = nullptr;
     REQUIRE(api.post_recv(rx.get(), &rwr, &rbad) == 0);
     CHECK_FALSE(e.fake.deliver_datagram(e.fake.datagrams()[1])); // wrong qkey
+    testing::FakeVerbs::Datagram elsewhere = e.fake.datagrams()[0];
+    elsewhere.dgid[15] ^= 0x55; // an address no port here has
+    CHECK_FALSE(e.fake.deliver_datagram(elsewhere));
     REQUIRE(e.fake.deliver_datagram(e.fake.datagrams()[0]));
     ibv_wc wc{};
     REQUIRE(api.poll_cq(e.cq.get(), 1, &wc) == 1);
