@@ -643,12 +643,15 @@ TEST_CASE("btl e2e: teardown in every connection state leaves nothing behind",
             case At::kConnected:
                 REQUIRE(f.run_until([&] { return f.all_up(0, 1) && f.all_up(1, 0); }));
                 break;
-            case At::kPathFailed:
+            case At::kPathFailed: {
                 REQUIRE(f.run_until([&] { return f.all_up(0, 1) && f.all_up(1, 0); }));
                 REQUIRE(f.send(0, 1, msg(0, 1, 1)) == OPAL_SUCCESS);
-                f.fake.break_qp(f.ep(0, 1).path_at(busy_path(f, 0, 1)).qp->get());
+                size_t k = busy_path(f, 0, 1);
+                REQUIRE(k < f.ep(0, 1).path_count());
+                f.fake.break_qp(f.ep(0, 1).path_at(k).qp->get());
                 f.procs[0]->module->progress(); // retired, reconnect pending
                 break;
+            }
             case At::kPeerFailed:
                 for (int k = 0; k < 400 && f.ep(0, 1).state != btl::EpState::kFailed; ++k) {
                     f.fake.datagrams().clear(); // every REQ lost
