@@ -1,10 +1,15 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 // netmon::invalidate: what each monitor event makes a SnapshotCache read
-// again at its next use - counted through the cache's injected readers.
+// again at its next use - counted through the cache's injected readers; and
+// feed_cache over a running (polling, and blind) monitor.
 #include <infiniband/verbs.h>
+
+#include <chrono>
+#include <mutex>
 
 #include "catch.h"
 #include "netmon/cache_feed.h"
+#include "netmon_test_util.h"
 
 using namespace roce;
 using netmon::Event;
@@ -70,7 +75,7 @@ Event on_bond(EventKind k, const char *netdev, std::vector<netmon::RdmaPortRef> 
 struct Case {
     const char *what;
     std::vector<Event> events;
-    int machine_reads;                     ///< after the first
+    int machine_reads; ///< after the first
     int netdev_reads;
     std::vector<std::string> devices_read; ///< in name order
 };
@@ -82,7 +87,10 @@ TEST_CASE("netmon::invalidate: each event marks what it may have changed, once p
     const netmon::RdmaPortRef b0{"mlx5_bond_0", 1};
     const netmon::RdmaPortRef b1{"mlx5_bond_1", 1};
     const std::vector<Case> cases = {
-        {"GID_CHANGE: that device only", {verbs_event(IBV_EVENT_GID_CHANGE, "mlx5_bond_1")}, 0, 0,
+        {"GID_CHANGE: that device only",
+         {verbs_event(IBV_EVENT_GID_CHANGE, "mlx5_bond_1")},
+         0,
+         0,
          {"mlx5_bond_1"}},
         {"a burst of GID_CHANGE and PORT_ERR: one read",
          {verbs_event(IBV_EVENT_GID_CHANGE, "mlx5_bond_0"),
@@ -150,4 +158,80 @@ TEST_CASE("netmon::invalidate: each event marks what it may have changed, once p
         bool changed = c.machine_reads + c.netdev_reads + c.devices_read.size() > 0;
         CHECK(k.cache->generation() == gen + (changed ? 1 : 0));
     }
+}
+
+TEST_CASE("netmon::feed_cache: a polling monitor's events reach the cache; netdevs come from "
+          "its model; a blind monitor leaves the cache ageing",
+          "[netmon][cache]") {
+    using namespace std::chrono_literals;
+    std::mutex mu;
+    std::vector<topo::NetdevInfo> kernel(1);
+    kernel[0].name = "eth0";
+    kernel[0].ifindex = 2;
+    kernel[0].mtu = 1500;
+    kernel[0].operstate = topo::OperState::kUp;
+    netmon::MonitorOptions opt;
+    opt.use_netlink = false;
+    opt.fallback_interval = 20ms;
+    opt.fallback_poll = [&]() -> util::Result<topo::Snapshot> {
+        std::lock_guard<std::mutex> g(mu);
+        topo::Snapshot s;
+        s.netdevs = kernel;
+        return s;
+    };
+    netmon::Monitor mon(opt);
+    REQUIRE(mon.start().is_ok());
+    REQUIRE(mon.mode() == netmon::MonitorMode::kPolling);
+
+    int machine_reads = 0, device_reads = 0;
+    topo::CacheSources src;
+    src.netdevs = netmon::model_netdev_reader(mon);
+    src.machine = [&]() -> util::Result<topo::Snapshot> {
+        ++machine_reads;
+        topo::Snapshot s;
+        s.netdevs = *src.netdevs();
+        return s;
+    };
+    src.device = [&](const std::string &name,
+                     std::vector<std::string> *) -> util::Result<topo::DeviceInfo> {
+        ++device_reads;
+        return util::Status(util::Code::kNotFound, name + " is not present");
+    };
+    topo::CacheOptions every;
+    every.max_age_seconds = 0; // unmonitored: a read at every view
+    topo::SnapshotCache cache(src, every);
+    REQUIRE(cache.current().is_ok());
+    CHECK(machine_reads == 1);
+    auto feed = netmon::feed_cache(mon, cache);
+    netmon::test::Collector col; // after the feed: it sees each event once the feed has
+    auto sub = mon.subscribe(netmon::EventFilter::all(), col.callback());
+    auto v = cache.view_for("mlx5_bond_0");
+    REQUIRE(v.is_ok());
+    CHECK(machine_reads == 2); // read again in full: the cache predates the feed
+    REQUIRE(cache.view_for("mlx5_bond_0").is_ok());
+    CHECK(device_reads == 0); // monitored: nothing ages
+    {
+        std::lock_guard<std::mutex> g(mu);
+        kernel[0].mtu = 9000;
+    }
+    REQUIRE(col.wait_for(EventKind::kMtuChanged, "eth0"));
+    auto after = cache.current();
+    REQUIRE(after.is_ok());
+    CHECK(after->snapshot->find_netdev("eth0")->mtu == 9000);
+    CHECK(cache.stats().netdev_reads == 1);
+    CHECK(machine_reads == 2);
+    CHECK(device_reads == 0);
+    mon.stop();
+
+    netmon::MonitorOptions blind_opt;
+    blind_opt.use_netlink = false;
+    netmon::Monitor blind(blind_opt);
+    REQUIRE(blind.start().is_ok());
+    REQUIRE(blind.mode() == netmon::MonitorMode::kBlind);
+    topo::SnapshotCache ageing(src, every);
+    auto blind_feed = netmon::feed_cache(blind, ageing);
+    REQUIRE(ageing.view_for("mlx5_bond_0").is_ok());
+    REQUIRE(ageing.view_for("mlx5_bond_0").is_ok());
+    CHECK(device_reads == 1); // not monitored: the device is read again at age 0
+    blind.stop();
 }
