@@ -80,8 +80,10 @@ enum class Validity {
     kReselect,  ///< something the peer relies on is gone or no longer fits: choose
                 ///< again (select_path) and reconnect
 };
+/// "unchanged", "moved", "reselect" (for logs).
 const char *to_string(Validity v) noexcept;
 
+/// The verdict of revalidate() and the selection to keep using.
 struct Revalidation {
     Validity validity = Validity::kUnchanged;
     /// The previous selection; for kMoved with gid_index / pkey_index

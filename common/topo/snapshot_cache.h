@@ -36,6 +36,7 @@ struct CacheSources {
     std::function<double()> clock; ///< default: std::chrono::steady_clock
 };
 
+/// How a SnapshotCache behaves; fixed at construction.
 struct CacheOptions {
     /// Only while no monitor feeds the cache (set_monitored(false), the
     /// default): view_for(device) re-reads the device (and the netdevs) when
@@ -83,6 +84,7 @@ struct CacheStats {
 /// from any thread that calls current()/view_for().
 class SnapshotCache {
 public:
+    /// Reads nothing yet: the first current() or view_for() reads the machine.
     explicit SnapshotCache(CacheSources sources, CacheOptions options = {});
     SnapshotCache(const SnapshotCache &) = delete;
     SnapshotCache &operator=(const SnapshotCache &) = delete;
