@@ -135,6 +135,9 @@ Result<SnapshotView> SnapshotCache::refresh() {
     // read will do.
     bool full = !old || marks.all || (!marks.devices.empty() && !src_.device) ||
                 (marks.netdevs && !src_.netdevs);
+    // Ages count from before the read: a change made while it ran is not
+    // taken for seen.
+    double t = now();
     CacheStats reads;
     Result<Snapshot> built = Status(Code::kInternal, "no reader ran");
     if (full) {
@@ -145,7 +148,6 @@ Result<SnapshotView> SnapshotCache::refresh() {
     } else {
         built = rebuild(*old, marks, &reads);
     }
-    double t = now();
     std::lock_guard<std::mutex> g(mu_);
     stats_.machine_reads += reads.machine_reads;
     stats_.device_reads += reads.device_reads;

@@ -284,6 +284,20 @@ TEST_CASE("snapshot cache: unmonitored, a device ages; monitored, nothing does",
     CHECK(z.netdev_reads == 2);
 }
 
+TEST_CASE("snapshot cache: a device's age counts from before its read", "[topo][cache]") {
+    Machine m("mlx5_lag");
+    topo::SnapshotCache cache(m.sources()); // max_age 1 s, unmonitored
+    REQUIRE(cache.view_for("mlx5_bond_0").is_ok());
+    m.clock += 1.0;
+    m.during_read = [&] { m.clock += 0.9; }; // a slow read: a change may land meanwhile
+    REQUIRE(cache.view_for("mlx5_bond_0").is_ok());
+    CHECK(m.device_reads == 1);
+    m.during_read = nullptr;
+    m.clock += 0.1; // 1 s after the read began, 0.1 s after it ended
+    REQUIRE(cache.view_for("mlx5_bond_0").is_ok());
+    CHECK(m.device_reads == 2);
+}
+
 TEST_CASE("snapshot cache: views and invalidations from several threads", "[topo][cache]") {
     Machine m("mlx5_lag");
     topo::SnapshotCache cache(m.sources());
