@@ -9,7 +9,6 @@
 
 #include <algorithm>
 
-#include "btl_roce.h"
 #include "util/net.h"
 #include "util/strings.h"
 
@@ -33,7 +32,7 @@ Status Module::ensure_ah(Endpoint &ep) {
     qp::QpParams params;
     ibv_ah_attr a = qp::build_ah_attr(ep.path().selection, ep.path().dgid, params);
     // Address handles go through the same checks as QP transitions.
-    auto snap = live_snapshot_source()();
+    auto snap = env_.snapshots();
     if (snap) {
         qp::PreflightResult pf = qp::preflight_ah(*snap, ep.path().selection, a);
         for (const auto &c : pf.corrections) {
@@ -75,7 +74,7 @@ Status Module::ensure_ah(Endpoint &ep) {
 bool Module::revalidate_path(Endpoint &ep, const std::shared_ptr<const topo::Snapshot> &given) {
     std::shared_ptr<const topo::Snapshot> snap = given;
     if (!snap) {
-        auto read = live_snapshot_source()();
+        auto read = env_.snapshots();
         if (!read) {
             return false;
         }
@@ -167,7 +166,7 @@ void Module::handle_cm(const uint8_t *grh, const uint8_t *data, size_t len) {
 
 // ------------------------------------------------------------- CmHost ---
 
-double Module::now() const { return now_seconds(); }
+double Module::now() const { return clock(); }
 
 Status Module::send_cm(Peer &peer, const std::vector<uint8_t> &bytes) {
     Endpoint &ep = ep_of(peer);
@@ -241,9 +240,9 @@ Status Module::connect_qp(Peer &peer, size_t i, const wire::PathInfo &remote) {
 void Module::path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected) {
     Endpoint &ep = ep_of(peer);
     Path &p = ep.paths_[i];
-    p.credits.set_initial(credits);
+    p.tx.credits.set_initial(credits);
     if (reconnected) {
-        ++p.stats.reconnects;
+        ++p.tx.stats.reconnects;
     }
     Status s = apply_lag_port(ep, i);
     if (!s) {
@@ -252,16 +251,16 @@ void Module::path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected) {
     }
     log_.write(LogLevel::kDebug,
                util::format("path %zu to %s up: qpn 0x%x -> 0x%x, source port 0x%04x%s (%s)", i,
-                            ep.label.c_str(), p.qpn(), p.remote_qpn, p.spread.sport,
-                            p.spread.member >= 0
-                                ? util::format(" on member %d", p.spread.member).c_str()
+                            ep.label.c_str(), p.qpn(), p.remote_qpn, p.tx.spread.sport,
+                            p.tx.spread.member >= 0
+                                ? util::format(" on member %d", p.tx.spread.member).c_str()
                                 : "",
                             ep.path().why.c_str()));
     drain_pending(ep);
     retry_rdma(ep);
 }
 
-void Module::path_lost(Peer &peer, size_t i) { ++ep_of(peer).paths_[i].stats.failovers; }
+void Module::path_lost(Peer &peer, size_t i) { ++ep_of(peer).paths_[i].tx.stats.failovers; }
 
 void Module::peer_moved(Peer &peer, const wire::Gid &from) {
     Endpoint &ep = ep_of(peer);

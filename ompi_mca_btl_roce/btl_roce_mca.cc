@@ -9,7 +9,7 @@
 #include "btl_roce.h"
 #include "util/params.h"
 #include "util/strings.h"
-#include "wire.h"
+#include "proto/wire.h"
 
 #include <algorithm>
 
@@ -18,6 +18,12 @@ namespace roce::btl {
 namespace {
 
 mca_base_component_t *component() { return &mca_btl_roce_component.super.btl_version; }
+
+/// Storage of the generic btl_roce_* parameters (Open MPI's
+/// mca_btl_base_param_register writes the user's values into an
+/// mca_btl_base_module_t); validated_module_config() copies them into the
+/// configuration, from which each module starts.
+mca_btl_base_module_t g_generic;
 
 // Registration never fails the component: a parameter that cannot be
 // registered keeps its default, and validation reports bad values later.
@@ -178,9 +184,9 @@ int register_params() noexcept {
             MCA_BASE_VAR_TYPE_BOOL, nullptr, OPAL_INFO_LVL_4, &p.netmon);
 
         // The generic btl_roce_{exclusivity,eager_limit,max_send_size,
-        // rdma_pipeline_*,...} parameters, written into the module template.
-        init_module_template();
-        (void)mca_btl_base_param_register(component(), &g_module_template);
+        // rdma_pipeline_*,...} parameters, over the btl's defaults.
+        btl_defaults(g_generic, &mca_btl_roce_component.super);
+        (void)mca_btl_base_param_register(component(), &g_generic);
         return OPAL_SUCCESS;
     } catch (...) {
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -224,7 +230,7 @@ util::Result<ModuleConfig> validated_module_config() {
             return s;
         }
     }
-    const mca_btl_base_module_t &t = g_module_template;
+    const mca_btl_base_module_t &t = g_generic;
     util::Status s = util::check_range("btl_roce_max_send_size",
                                        static_cast<int64_t>(t.btl_max_send_size), 1024,
                                        1024 * 1024, "1024..1048576 (bytes)");
@@ -238,6 +244,7 @@ util::Result<ModuleConfig> validated_module_config() {
                                          t.btl_eager_limit, t.btl_max_send_size));
     }
     ModuleConfig c;
+    c.btl = t;
     c.device.srq_size = static_cast<uint32_t>(p.srq_size);
     c.device.send_frags = static_cast<uint32_t>(p.send_frags);
     c.device.sq_depth = static_cast<uint32_t>(p.sq_depth);
