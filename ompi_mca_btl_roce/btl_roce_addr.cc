@@ -3,9 +3,7 @@
 
 #include <algorithm>
 
-#include "topo/readers.h"
 #include "util/net.h"
-#include "verbs/verbs_api.h"
 #include "util/strings.h"
 
 namespace roce::btl {
@@ -219,10 +217,6 @@ util::Result<PathChoice> choose_path(const PortPlan &plan, const wire::PortAdver
                          IpAddress::from_gid(best->gid).to_string().c_str(),
                          128 << c.path_mtu);
     return c;
-}
-
-qp::SnapshotSource live_snapshot_source() {
-    return [] { return topo::read_live(verbs::real_verbs(), topo::live_netdev_reader()); };
 }
 
 wire::PortAdvert advertise(const PortPlan &plan, uint32_t ud_qpn) {

@@ -11,7 +11,7 @@
 #include "select/selection.h"
 #include "topo/snapshot.h"
 #include "util/status.h"
-#include "wire.h"
+#include "proto/wire.h"
 
 namespace roce::btl {
 
@@ -79,10 +79,6 @@ util::Result<PathChoice> choose_path(const PortPlan &plan, const wire::PortAdver
 /// Whether `peer` is on the link of `choice`'s local GID (by the prefix of
 /// that address in `plan`'s snapshot).
 bool on_link(const PortPlan &plan, const PathChoice &choice, const wire::Gid &peer);
-
-/// A fresh snapshot of this machine for the QP preflight (live rdma-core and
-/// netdev state, read at each call).
-qp::SnapshotSource live_snapshot_source();
 
 /// The modex advertisement of a port.
 wire::PortAdvert advertise(const PortPlan &plan, uint32_t ud_qpn);

@@ -10,8 +10,6 @@
 #include <algorithm>
 #include <atomic>
 
-#include "btl_roce.h"
-#include "btl_roce_log.h"
 #include "util/net.h"
 #include "util/strings.h"
 
@@ -35,7 +33,7 @@ Status Module::ensure_ah(Endpoint &ep) {
     qp::QpParams params;
     ibv_ah_attr a = qp::build_ah_attr(ep.path().selection, ep.path().dgid, params);
     // Address handles go through the same checks as QP transitions.
-    auto snap = live_snapshot_source()();
+    auto snap = env_.snapshots();
     if (snap) {
         qp::PreflightResult pf = qp::preflight_ah(*snap, ep.path().selection, a);
         for (const auto &c : pf.corrections) {
@@ -77,7 +75,7 @@ Status Module::ensure_ah(Endpoint &ep) {
 bool Module::revalidate_path(Endpoint &ep, const std::shared_ptr<const topo::Snapshot> &given) {
     std::shared_ptr<const topo::Snapshot> snap = given;
     if (!snap) {
-        auto read = live_snapshot_source()();
+        auto read = env_.snapshots();
         if (!read) {
             return false;
         }
@@ -96,7 +94,7 @@ bool Module::revalidate_path(Endpoint &ep, const std::shared_ptr<const topo::Sna
     fresh.snapshot = snap;
     auto choice = choose_path(fresh, ep.peer_port_);
     if (!choice) {
-        show_error("address changed",
+        report("address changed",
                    util::format("%s: our address %s is gone and no other reaches the peer: %s",
                                 ep.label.c_str(), gid_text(ep.path_.sgid).c_str(),
                                 choice.status().message().c_str()));
@@ -169,7 +167,7 @@ void Module::handle_cm(const uint8_t *grh, const uint8_t *data, size_t len) {
 
 // ------------------------------------------------------------- CmHost ---
 
-double Module::now() const { return now_seconds(); }
+double Module::now() const { return clock(); }
 
 Status Module::send_cm(Peer &peer, const std::vector<uint8_t> &bytes) {
     Endpoint &ep = ep_of(peer);
@@ -243,9 +241,9 @@ Status Module::connect_qp(Peer &peer, size_t i, const wire::PathInfo &remote) {
 void Module::path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected) {
     Endpoint &ep = ep_of(peer);
     Path &p = ep.paths_[i];
-    p.credits.set_initial(credits);
+    p.tx.credits.set_initial(credits);
     if (reconnected) {
-        ++p.stats.reconnects;
+        ++p.tx.stats.reconnects;
     }
     Status s = apply_lag_port(ep, i);
     if (!s) {
@@ -254,9 +252,9 @@ void Module::path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected) {
     }
     log_.write(LogLevel::kDebug,
                util::format("path %zu to %s up: qpn 0x%x -> 0x%x, source port 0x%04x%s (%s)", i,
-                            ep.label.c_str(), p.qpn(), p.remote_qpn, p.spread.sport,
-                            p.spread.member >= 0
-                                ? util::format(" on member %d", p.spread.member).c_str()
+                            ep.label.c_str(), p.qpn(), p.remote_qpn, p.tx.spread.sport,
+                            p.tx.spread.member >= 0
+                                ? util::format(" on member %d", p.tx.spread.member).c_str()
                                 : "",
                             ep.path().why.c_str()));
     drain_pending(ep);
@@ -264,12 +262,12 @@ void Module::path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected) {
 }
 
 void Module::path_lost(Peer &peer, size_t i) {
-    ++ep_of(peer).paths_[i].stats.failovers;
+    ++ep_of(peer).paths_[i].tx.stats.failovers;
     // Explained once per process; every failure has its own warning line.
     static std::atomic<bool> shown{false};
     if (!shown.exchange(true)) {
-        show_error("path failed", util::format("%s:%d: path %zu to %s", plan_.device.c_str(),
-                                               plan_.port, i, ep_of(peer).label.c_str()));
+        report("path failed", util::format("%s:%d: path %zu to %s", plan_.device.c_str(),
+                                           plan_.port, i, ep_of(peer).label.c_str()));
     }
 }
 
@@ -303,7 +301,7 @@ void Module::peer_moved(Peer &peer, const wire::Gid &from) {
         }
         auto choice = choose_path(plan_, only);
         if (!choice) {
-            show_error("no reachable gid",
+            report("no reachable gid",
                        util::format("%s moved to %s, which no local GID reaches: %s",
                                     ep.label.c_str(), gid_text(from).c_str(),
                                     choice.status().message().c_str()));

@@ -22,7 +22,8 @@
 #include "btl_roce_mca.h"
 #include "btl_roce_module.h"
 #include "btl_roce_pvars.h"
-#include "locality.h"
+#include "proto/locality.h"
+#include "opal_env.h"
 #include "netmon/monitor.h"
 #include "netmon/rdma_binding.h"
 #include "topo/port_probe.h"
@@ -39,6 +40,7 @@ struct ComponentState {
     explicit ComponentState(int output) : log(output) {}
     OpalSink log;
     ProcessInfo who;
+    OpalPeerDirectory peers; ///< the modules' view of the other processes
     /// Declared before the modules: destroyed (its thread joined) after
     /// them, and their event queues detach either way.
     std::unique_ptr<netmon::Monitor> monitor;
@@ -171,6 +173,19 @@ void not_used(util::LogSink &log, const std::string &why) {
     log.write(util::LogLevel::kInfo, "not used: " + why);
 }
 
+// What a module takes from Open MPI and rdma-core (opal_env.h).
+ModuleEnv module_env(util::LogSink &log) {
+    ModuleEnv env;
+    env.verbs = &verbs::real_verbs();
+    env.snapshots = live_snapshot_source();
+    env.who = g_state->who;
+    env.peers = &g_state->peers;
+    env.registry = [&log](Device &dev) { return grdma_registry(dev, log); };
+    env.finalized = mca_btl_roce_component_module_finalized;
+    env.report = [](const char *topic, const std::string &detail) { show_error(topic, detail); };
+    return env;
+}
+
 // Decides whether this process gets roce modules. Must stay cheap and quiet
 // when there is no RoCE hardware: Debian's default configuration makes every
 // ob1 job initialise every installed btl.
@@ -219,13 +234,14 @@ mca_btl_base_module_t **init(int *num_btls) {
                        "\nThe roce BTL is disabled for this job.");
         return nullptr;
     }
+    g_state->who.name = local_process_name();
     g_state->who.token = token.value();
     g_state->who.job_size = job_size();
     for (auto &plan : plans) {
         log.write(util::LogLevel::kInfo,
                   util::format("%s:%d: %s", plan.device.c_str(), plan.port,
                                plan.explanation.c_str()));
-        auto m = Module::create(plan, *config, g_state->who, log);
+        auto m = Module::create(plan, *config, module_env(log), log);
         if (!m) {
             // A port the policy accepted but that cannot be set up is worth
             // an error: this is the reported failure, said precisely.

@@ -19,16 +19,16 @@ void Module::read_counters(BtlCounters &out) {
             c.port_index = port_index_;
             c.path = static_cast<uint16_t>(i);
             c.state = p.state;
-            c.bytes_sent = p.stats.bytes;
-            c.bytes_received = p.stats.bytes_received;
-            c.messages_sent = p.stats.messages;
-            c.messages_received = p.stats.messages_received;
-            c.rdma_reads = p.stats.rdma_reads;
-            c.rdma_writes = p.stats.rdma_writes;
-            c.retransmits = p.stats.retransmits;
-            c.failovers = p.stats.failovers;
-            c.reconnects = p.stats.reconnects;
-            c.credit_stalls = p.stats.credit_stalls;
+            c.bytes_sent = p.tx.stats.bytes;
+            c.bytes_received = p.tx.stats.bytes_received;
+            c.messages_sent = p.tx.stats.messages;
+            c.messages_received = p.tx.stats.messages_received;
+            c.rdma_reads = p.tx.stats.rdma_reads;
+            c.rdma_writes = p.tx.stats.rdma_writes;
+            c.retransmits = p.tx.stats.retransmits;
+            c.failovers = p.tx.stats.failovers;
+            c.reconnects = p.tx.stats.reconnects;
+            c.credit_stalls = p.tx.stats.credit_stalls;
             out.paths.push_back(c);
         }
     }
@@ -37,11 +37,19 @@ void Module::read_counters(BtlCounters &out) {
 
 void Module::note_stall(Endpoint &ep) {
     for (auto &p : ep.paths_) {
-        if (p.state == PathState::kUp && p.sq_free > 0 &&
-            p.credits.available() <= p.credits.reserve()) {
-            ++p.stats.credit_stalls;
+        if (p.state == PathState::kUp && p.tx.sq_free > 0 &&
+            p.tx.credits.available() <= p.tx.credits.reserve()) {
+            ++p.tx.stats.credit_stalls;
             return;
         }
+    }
+}
+
+void Module::report(const char *topic, const std::string &detail) {
+    if (env_.report) {
+        env_.report(topic, detail);
+    } else {
+        log_.write(util::LogLevel::kError, detail);
     }
 }
 

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "util/strings.h"
-#include "wire.h"
+#include "proto/wire.h"
 
 namespace roce::btl {
 

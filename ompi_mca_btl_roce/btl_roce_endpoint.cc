@@ -1,17 +1,12 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 //
-// Endpoints and their paths: creation from the modex (or from an unknown
-// peer's request), the RC queue pairs of each path, and how the paths are
-// spread over the members of a LAG.
+// Endpoints: creation from the modex (or from an unknown peer's request),
+// and the name table that finds them. The RC queue pairs of their paths are
+// in btl_roce_path_qps.cc.
 #include "btl_roce_module.h"
 
 #include <algorithm>
-#include <random>
 
-#include "opal/mca/pmix/pmix.h"
-
-#include "btl_roce.h"
-#include "qp/lag_port.h"
 #include "util/net.h"
 #include "util/strings.h"
 
@@ -35,11 +30,6 @@ opal_process_name_t name_from(uint64_t v) {
     return pn;
 }
 
-uint32_t random_psn() {
-    static thread_local std::mt19937 rng{std::random_device{}()};
-    return rng() & 0xffffffu;
-}
-
 } // namespace
 
 Endpoint::Endpoint(Module &module, opal_proc_t *proc, uint64_t peer_name,
@@ -54,22 +44,6 @@ Endpoint::Endpoint(Module &module, opal_proc_t *proc, uint64_t peer_name,
 }
 
 Endpoint::~Endpoint() = default;
-
-Result<wire::ModexAddress> fetch_address(opal_proc_t *proc) {
-    uint8_t *blob = nullptr;
-    size_t size = 0;
-    int rc = OPAL_SUCCESS;
-    OPAL_MODEX_RECV(rc, &mca_btl_roce_component.super.btl_version, &proc->proc_name,
-                    reinterpret_cast<void **>(&blob), &size);
-    if (rc != OPAL_SUCCESS || blob == nullptr) {
-        return Status(Code::kNotFound,
-                      "the peer published no roce address (no usable RoCE port there, or btl "
-                      "roce excluded on it)");
-    }
-    auto addr = wire::parse_modex(blob, size);
-    free(blob);
-    return addr;
-}
 
 Endpoint *Module::add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr,
                                std::string *why) {
@@ -92,7 +66,7 @@ Endpoint *Module::add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr
         uint64_t name = name_of(proc->proc_name);
         auto ep = std::make_unique<Endpoint>(*this, proc, name, static_cast<uint16_t>(i), pp,
                                              path.value());
-        ep->loopback = (name == my_name_);
+        ep->loopback = (name == env_.who.name);
         ep->token = addr.token;
         BondView bond = bond_view(*plan_.snapshot, ep->path().selection.netdev);
         ep->spread_model_ = spread_model(bond.members, bond.hash_policy,
@@ -122,8 +96,8 @@ bool Module::unknown_requester(uint64_t name) {
     }
     uint32_t jobid = static_cast<uint32_t>(name >> 32);
     uint32_t vpid = static_cast<uint32_t>(name & 0xffffffffu);
-    if (jobid != static_cast<uint32_t>(my_name_ >> 32) ||
-        (who_.job_size != 0 && vpid >= who_.job_size) || lookup_failed_.count(name) != 0) {
+    if (jobid != static_cast<uint32_t>(env_.who.name >> 32) ||
+        (env_.who.job_size != 0 && vpid >= env_.who.job_size) || lookup_failed_.count(name) != 0) {
         return false;
     }
     if (std::find(lookups_.begin(), lookups_.end(), name) == lookups_.end() &&
@@ -135,8 +109,8 @@ bool Module::unknown_requester(uint64_t name) {
 
 void Module::resolve_lookups(const std::vector<uint64_t> &names) {
     for (uint64_t name : names) {
-        opal_proc_t *proc = opal_proc_for_name(name_from(name));
-        auto addr = proc ? fetch_address(proc)
+        opal_proc_t *proc = env_.peers->proc_for(name);
+        auto addr = proc ? env_.peers->address(proc)
                          : Result<wire::ModexAddress>(Status(Code::kNotFound, "no such process"));
         OPAL_THREAD_LOCK(&lock_);
         std::string why = addr ? "" : addr.status().message();
@@ -148,138 +122,6 @@ void Module::resolve_lookups(const std::vector<uint64_t> &names) {
         }
         OPAL_THREAD_UNLOCK(&lock_);
     }
-}
-
-qp::QpParams Module::rc_params(const Path &path) const {
-    qp::QpParams p;
-    p.sq_psn = path.local_psn;
-    p.access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                     IBV_ACCESS_REMOTE_ATOMIC;
-    p.timeout = static_cast<uint8_t>(cfg_.ack_timeout);
-    p.retry_cnt = static_cast<uint8_t>(cfg_.retry_count);
-    p.rnr_retry = static_cast<uint8_t>(cfg_.rnr_retry);
-    p.min_rnr_timer = 12;
-    int rd = dev_->attr().max_qp_rd_atom > 16 ? 16 : dev_->attr().max_qp_rd_atom;
-    int init_rd = dev_->attr().max_qp_init_rd_atom > 16 ? 16 : dev_->attr().max_qp_init_rd_atom;
-    p.max_dest_rd_atomic = static_cast<uint8_t>(rd > 0 ? rd : 1);
-    p.max_rd_atomic = static_cast<uint8_t>(init_rd > 0 ? init_rd : 1);
-    p.flow_label = path.spread.flow_label;
-    return p;
-}
-
-// A new RC QP moved to INIT (preflighted), not yet attached to a path.
-Result<std::unique_ptr<qp::QueuePair>> Module::new_init_qp(const Endpoint &ep) {
-    auto raw = dev_->create_rc_qp();
-    if (!raw) {
-        return raw.status();
-    }
-    auto qp = std::make_unique<qp::QueuePair>(dev_->api(), std::move(raw.value()),
-                                              qp::QpType::kRC, ep.path().selection,
-                                              live_snapshot_source(), plan_.privileged, &log_);
-    Path blank; // INIT only needs the access flags
-    Status s = qp->to_init(rc_params(blank));
-    if (!s) {
-        return s;
-    }
-    return qp;
-}
-
-void Module::install_qp(Endpoint &ep, size_t i, std::unique_ptr<qp::QueuePair> qp) {
-    Path &path = ep.paths_[i];
-    path.qp = std::move(qp);
-    path.local_psn = random_psn();
-    path.sq_free = dev_->config().sq_depth;
-    path.outstanding = 0;
-    path.credits = CreditLedger(1, cfg_.credit_threshold);
-    path.spread = PathSpread{};
-    by_qpn_[path.qpn()] = QpRef{&ep, i};
-}
-
-Status Module::create_path_qp(Endpoint &ep, size_t i) {
-    auto qp = new_init_qp(ep);
-    if (!qp) {
-        return qp.status();
-    }
-    install_qp(ep, i, std::move(qp.value()));
-    return Status::ok();
-}
-
-// The passive side of a handshake picks, for path i, a QP whose pairing with
-// the requester's QP `remote_qpn` the bond sends on member i % n (the UDP
-// source port comes from both QP numbers): it creates QPs until one fits,
-// keeping the misfits in `spares` for the next paths. Without a predictable
-// bond any QP will do.
-Status Module::create_paired_qp(Endpoint &ep, size_t i, uint32_t remote_qpn,
-                                std::vector<std::unique_ptr<qp::QueuePair>> &spares) {
-    const SpreadModel &model = ep.spread_model_;
-    if (model.predictable && cfg_.lag_policy != LagPolicy::kOff) {
-        int want = static_cast<int>(i % model.members);
-        for (auto it = spares.begin(); it != spares.end(); ++it) {
-            if (model.member_of((*it)->get()->qp_num, remote_qpn) == want) {
-                install_qp(ep, i, std::move(*it));
-                spares.erase(it);
-                return Status::ok();
-            }
-        }
-        for (unsigned tries = 0; tries < 8 * model.members; ++tries) {
-            auto qp = new_init_qp(ep);
-            if (!qp) {
-                return qp.status();
-            }
-            if (model.member_of(qp.value()->get()->qp_num, remote_qpn) == want) {
-                install_qp(ep, i, std::move(qp.value()));
-                return Status::ok();
-            }
-            spares.push_back(std::move(qp.value()));
-        }
-        // Unlucky numbering: take any; the path still works, just not spread.
-        if (!spares.empty()) {
-            install_qp(ep, i, std::move(spares.back()));
-            spares.pop_back();
-            return Status::ok();
-        }
-    }
-    return create_path_qp(ep, i);
-}
-
-// INIT->RTR->RTS towards the remote QP, each transition preflighted: the
-// sgid index, pkey, port and MTU are checked against the machine as it is
-// now, so a GID that moved when the bond was readdressed is followed (or the
-// transition refused with the diagnostic), never sent blindly.
-Status Module::connect_path_qp(Endpoint &ep, Path &path, qp::QueuePair &qp, uint32_t remote_qpn,
-                               uint32_t remote_psn) {
-    qp::RemoteEnd remote;
-    remote.gid = ep.path().dgid;
-    remote.qpn = remote_qpn;
-    remote.psn = remote_psn;
-    // The flow label (and so the UDP source port) follows from both QP
-    // numbers, the same on both ends and whether or not the device honours
-    // a flow label given at RTR.
-    path.spread = spread_of(ep.spread_model_, qp.get()->qp_num, remote_qpn);
-    qp::QpParams params = rc_params(path);
-    Status s = qp.to_rtr(&remote, params);
-    if (s) {
-        s = qp.to_rts(params);
-    }
-    return s;
-}
-
-// Queue affinity (mlx5 LAG): pin path i to LAG port i % n + 1 after RTS and
-// read it back; the kernel may move it on later transitions, so this runs
-// after every (re)connection.
-Status Module::apply_lag_port(Endpoint &ep, size_t i) {
-    if (!lag_affinity_ || cfg_.lag_policy == LagPolicy::kOff ||
-        cfg_.lag_policy == LagPolicy::kSport) {
-        return Status::ok();
-    }
-    Path &path = ep.paths_[i];
-    uint8_t want = static_cast<uint8_t>(i % static_cast<size_t>(plan_.lag_members) + 1);
-    auto got = qp::set_lag_port(dev_->api(), path.qp->get(), path.qpn(), want);
-    if (!got.is_ok()) {
-        return got.status().with_context(util::format("path %zu", i));
-    }
-    path.spread.member = static_cast<int>(got->active) - 1;
-    return Status::ok();
 }
 
 } // namespace roce::btl

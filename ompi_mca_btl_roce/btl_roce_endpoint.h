@@ -15,12 +15,12 @@
 #include "btl_roce_addr.h"
 #include "btl_roce_frag.h"
 #include "connection/peer.h"
-#include "credits.h"
-#include "lag.h"
+#include "proto/credits.h"
+#include "proto/lag.h"
 #include "qp/queue_pair.h"
-#include "seq_window.h"
+#include "proto/seq_window.h"
 #include "verbs/handles.h"
-#include "wire.h"
+#include "proto/wire.h"
 
 namespace roce::btl {
 
@@ -42,17 +42,29 @@ struct PathStats {
     uint64_t bad_credits = 0; ///< credits the peer returned beyond its window (refused)
 };
 
-/// One RC queue pair to the peer: its handshake state (PathConn, written by
-/// the connection manager) and its data-path state, with its own credits.
-struct Path : PathConn {
-    std::unique_ptr<qp::QueuePair> qp;
-    std::unique_ptr<qp::QueuePair> loop_peer; ///< loopback only: where our sends arrive
+/// The transmit half of a path: what the data path (send, RDMA, progress)
+/// reads and writes. A new QP (install_qp) starts with a full send queue,
+/// nothing outstanding and no credits until path_up sets the peer's window;
+/// the counters (stats) are kept across reconnections. The connection half
+/// reads only `outstanding` (handed to the Retirement with a retired QP)
+/// and `spread` (the flow label of the QPs it connects).
+struct PathTx {
     PathSpread spread;          ///< source port / flow label / predicted member
     uint32_t sq_free = 0;       ///< free send-queue slots
     uint32_t outstanding = 0;   ///< work requests posted and not completed
     uint32_t chunks = 0;        ///< chunks of large reads/writes posted and not completed
-    CreditLedger credits;
-    PathStats stats;
+    CreditLedger credits;       ///< the peer's receive window on this path
+    PathStats stats;            ///< kept across reconnections
+};
+
+/// One RC path to the peer. The connection half: its handshake state
+/// (PathConn, the base, written by the connection manager) and its QPs
+/// (created, connected and retired by the manager's host); the transmit
+/// half: `tx`. Both are guarded by the module lock.
+struct Path : PathConn {
+    std::unique_ptr<qp::QueuePair> qp;
+    std::unique_ptr<qp::QueuePair> loop_peer; ///< loopback only: where our sends arrive
+    PathTx tx;
 
     uint32_t qpn() const { return qp ? qp->get()->qp_num : 0; }
 };
@@ -88,7 +100,6 @@ public:
 
 private:
     friend class Module;
-    friend class EndpointTestPeer;
 
     Module *module_;
     opal_proc_t *proc_;

@@ -1,7 +1,7 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #include "btl_roce_frag.h"
 
-#include "wire.h"
+#include "proto/wire.h"
 
 namespace roce::btl {
 

@@ -10,7 +10,7 @@
 #include "btl_roce_pvars.h"
 #include "util/params.h"
 #include "util/strings.h"
-#include "wire.h"
+#include "proto/wire.h"
 
 #include <algorithm>
 
@@ -19,6 +19,12 @@ namespace roce::btl {
 namespace {
 
 mca_base_component_t *component() { return &mca_btl_roce_component.super.btl_version; }
+
+/// Storage of the generic btl_roce_* parameters (Open MPI's
+/// mca_btl_base_param_register writes the user's values into an
+/// mca_btl_base_module_t); validated_module_config() copies them into the
+/// configuration, from which each module starts.
+mca_btl_base_module_t g_generic;
 
 // Registration never fails the component: a parameter that cannot be
 // registered keeps its default, and validation reports bad values later.
@@ -182,9 +188,9 @@ int register_params() noexcept {
             MCA_BASE_VAR_TYPE_BOOL, nullptr, OPAL_INFO_LVL_4, &p.netmon);
 
         // The generic btl_roce_{exclusivity,eager_limit,max_send_size,
-        // rdma_pipeline_*,...} parameters, written into the module template.
-        init_module_template();
-        (void)mca_btl_base_param_register(component(), &g_module_template);
+        // rdma_pipeline_*,...} parameters, over the btl's defaults.
+        btl_defaults(g_generic, &mca_btl_roce_component.super);
+        (void)mca_btl_base_param_register(component(), &g_generic);
         register_pvars();
         return OPAL_SUCCESS;
     } catch (...) {
@@ -229,7 +235,7 @@ util::Result<ModuleConfig> validated_module_config() {
             return s;
         }
     }
-    const mca_btl_base_module_t &t = g_module_template;
+    const mca_btl_base_module_t &t = g_generic;
     util::Status s = util::check_range("btl_roce_max_send_size",
                                        static_cast<int64_t>(t.btl_max_send_size), 1024,
                                        1024 * 1024, "1024..1048576 (bytes)");
@@ -243,6 +249,7 @@ util::Result<ModuleConfig> validated_module_config() {
                                          t.btl_eager_limit, t.btl_max_send_size));
     }
     ModuleConfig c;
+    c.btl = t;
     c.device.srq_size = static_cast<uint32_t>(p.srq_size);
     c.device.send_frags = static_cast<uint32_t>(p.send_frags);
     c.device.sq_depth = static_cast<uint32_t>(p.sq_depth);

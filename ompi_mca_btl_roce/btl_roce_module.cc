@@ -9,10 +9,7 @@
 
 #include "opal/class/opal_bitmap.h"
 #include "opal/mca/btl/base/base.h"
-#include "opal/mca/rcache/base/base.h"
 
-#include "btl_roce.h"
-#include "btl_roce_log.h"
 #include "util/strings.h"
 
 namespace roce::btl {
@@ -28,50 +25,6 @@ double now_seconds() noexcept {
 }
 
 namespace {
-
-/// An rcache registration: the verbs MR behind a registration handle.
-struct Reg {
-    mca_rcache_base_registration_t base;
-    ibv_mr *mr;
-    mca_btl_base_registration_handle_t handle;
-};
-
-int reg_mem_cb(void *reg_data, void *base, size_t size, mca_rcache_base_registration_t *r) {
-    auto *m = static_cast<Module *>(reg_data);
-    auto *reg = reinterpret_cast<Reg *>(r);
-    int access = IBV_ACCESS_LOCAL_WRITE;
-    if (r->access_flags & MCA_BTL_REG_FLAG_REMOTE_READ) {
-        access |= IBV_ACCESS_REMOTE_READ;
-    }
-    if (r->access_flags & MCA_BTL_REG_FLAG_REMOTE_WRITE) {
-        access |= IBV_ACCESS_REMOTE_WRITE;
-    }
-    if (r->access_flags & MCA_BTL_REG_FLAG_REMOTE_ATOMIC) {
-        access |= IBV_ACCESS_REMOTE_ATOMIC;
-    }
-    reg->mr = m->device().api().reg_mr(m->device().pd(), base, size, access);
-    if (reg->mr == nullptr) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    reg->handle.rkey = reg->mr->rkey;
-    reg->handle.lkey = reg->mr->lkey;
-    return OPAL_SUCCESS;
-}
-
-int dereg_mem_cb(void *reg_data, mca_rcache_base_registration_t *r) {
-    auto *m = static_cast<Module *>(reg_data);
-    auto *reg = reinterpret_cast<Reg *>(r);
-    if (reg->mr != nullptr) {
-        int rc = verbs::normalize_rc(m->device().api().dereg_mr(reg->mr), errno);
-        reg->mr = nullptr;
-        if (rc != 0) {
-            m->log().write(util::LogLevel::kWarn,
-                           Status::from_errno(rc, "ibv_dereg_mr").message());
-            return OPAL_ERROR;
-        }
-    }
-    return OPAL_SUCCESS;
-}
 
 Module *M(mca_btl_base_module_t *b) { return Module::from(b); }
 Endpoint *E(mca_btl_base_endpoint_t *e) { return Endpoint::from(e); }
@@ -160,34 +113,7 @@ int t_register_error(mca_btl_base_module_t *b, mca_btl_base_module_error_cb_fn_t
     return guarded([&] { return M(b)->register_error(cb); }, OPAL_ERROR);
 }
 
-} // namespace
-
-mca_btl_base_module_t g_module_template;
-
-void init_module_template() {
-    mca_btl_base_module_t &t = g_module_template;
-    t = mca_btl_base_module_t{};
-    t.btl_component = &mca_btl_roce_component.super;
-    t.btl_eager_limit = 8192;
-    t.btl_rndv_eager_limit = 8192;
-    t.btl_max_send_size = 8192;
-    t.btl_rdma_pipeline_send_length = 1024 * 1024;
-    t.btl_rdma_pipeline_frag_size = 1024 * 1024;
-    t.btl_min_rdma_pipeline_size = 16 * 1024;
-    t.btl_exclusivity = MCA_BTL_EXCLUSIVITY_DEFAULT;
-    t.btl_latency = 10;
-    t.btl_bandwidth = 25000;
-    t.btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET |
-                  MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_ATOMIC_OPS |
-                  MCA_BTL_FLAGS_ATOMIC_FOPS | MCA_BTL_FLAGS_RDMA_FLUSH;
-    t.btl_atomic_flags = MCA_BTL_ATOMIC_SUPPORTS_ADD | MCA_BTL_ATOMIC_SUPPORTS_CSWAP;
-    t.btl_registration_handle_size = sizeof(mca_btl_base_registration_handle_t);
-    t.btl_get_limit = 1u << 30;
-    t.btl_put_limit = 1u << 30;
-    t.btl_get_alignment = 0;
-    t.btl_put_alignment = 0;
-    t.btl_get_local_registration_threshold = 0;
-    t.btl_put_local_registration_threshold = 0;
+void install_function_table(mca_btl_base_module_t &t) {
     t.btl_add_procs = t_add_procs;
     t.btl_del_procs = t_del_procs;
     t.btl_finalize = t_finalize;
@@ -208,21 +134,54 @@ void init_module_template() {
     t.btl_flush = t_flush;
 }
 
-Module::Module(const PortPlan &plan, const ModuleConfig &cfg, util::LogSink &log)
-    : plan_(plan), cfg_(cfg), log_(log) {
-    c_.super = g_module_template;
+} // namespace
+
+void btl_defaults(mca_btl_base_module_t &t, mca_btl_base_component_t *component) {
+    t = mca_btl_base_module_t{};
+    t.btl_component = component;
+    t.btl_eager_limit = 8192;
+    t.btl_rndv_eager_limit = 8192;
+    t.btl_max_send_size = 8192;
+    t.btl_rdma_pipeline_send_length = 1024 * 1024;
+    t.btl_rdma_pipeline_frag_size = 1024 * 1024;
+    t.btl_min_rdma_pipeline_size = 16 * 1024;
+    t.btl_exclusivity = MCA_BTL_EXCLUSIVITY_DEFAULT;
+    t.btl_latency = 10;
+    t.btl_bandwidth = 25000;
+    t.btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET |
+                  MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_ATOMIC_OPS |
+                  MCA_BTL_FLAGS_ATOMIC_FOPS | MCA_BTL_FLAGS_RDMA_FLUSH;
+    t.btl_atomic_flags = MCA_BTL_ATOMIC_SUPPORTS_ADD | MCA_BTL_ATOMIC_SUPPORTS_CSWAP;
+    t.btl_registration_handle_size = sizeof(mca_btl_base_registration_handle_t);
+    t.btl_get_limit = 1u << 30;
+    t.btl_put_limit = 1u << 30;
+    t.btl_get_alignment = 0;
+    t.btl_put_alignment = 0;
+    t.btl_get_local_registration_threshold = 0;
+    t.btl_put_local_registration_threshold = 0;
+}
+
+Module::Module(const PortPlan &plan, const ModuleConfig &cfg, ModuleEnv env,
+               util::LogSink &log)
+    : plan_(plan), cfg_(cfg), log_(log), env_(std::move(env)) {
+    c_.super = cfg.btl;
+    install_function_table(c_.super);
     c_.impl = this;
+    if (!env_.clock) {
+        env_.clock = now_seconds;
+    }
     OBJ_CONSTRUCT(&lock_, opal_mutex_t);
-    opal_process_name_t me = opal_proc_local_get()->proc_name;
-    my_name_ = (static_cast<uint64_t>(me.jobid) << 32) | me.vpid;
 }
 
 Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const ModuleConfig &cfg,
-                                               const ProcessInfo &who, util::LogSink &log) {
-    std::unique_ptr<Module> m(new Module(plan, cfg, log));
-    m->who_ = who;
-    auto dev = Device::open(verbs::real_verbs(), plan.selection, live_snapshot_source(),
-                            plan.privileged, cfg.device, log);
+                                               ModuleEnv env, util::LogSink &log) {
+    if (env.verbs == nullptr || !env.snapshots || env.peers == nullptr || !env.registry ||
+        !env.finalized) {
+        return Status(Code::kInternal, "Module::create: incomplete environment");
+    }
+    std::unique_ptr<Module> m(new Module(plan, cfg, std::move(env), log));
+    auto dev = Device::open(*m->env_.verbs, plan.selection, m->env_.snapshots, plan.privileged,
+                            cfg.device, log);
     if (!dev) {
         return dev.status();
     }
@@ -236,8 +195,8 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
     cc.reconnect_delay_s = cfg.reconnect_delay_s;
     cc.credits = cfg.credits_per_peer;
     CmIdentity me;
-    me.name = m->my_name_;
-    me.token = who.token;
+    me.name = m->env_.who.name;
+    me.token = m->env_.who.token;
     me.port_index = m->port_index_;
     me.ud_qpn = m->dev_->ud_qp()->qp_num;
     CmHost &host = *m;
@@ -256,7 +215,7 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
                                "paths are spread by UDP source port instead",
                                plan.device.c_str(), plan.port));
     }
-    Status s = m->init_rdma_ops();
+    Status s = m->rdma_ops_.init(m->dev_->api(), m->dev_->pd(), cfg.max_rdma_ops, &log);
     if (!s) {
         return s;
     }
@@ -278,18 +237,11 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
         b.btl_rndv_eager_limit = b.btl_max_send_size;
     }
 
-    mca_rcache_base_resources_t res{};
-    std::string cache_name = "roce." + plan.device;
-    res.cache_name = const_cast<char *>(cache_name.c_str());
-    res.reg_data = m.get();
-    res.sizeof_reg = sizeof(Reg);
-    res.register_mem = reg_mem_cb;
-    res.deregister_mem = dereg_mem_cb;
-    m->rcache_ = mca_rcache_base_module_create("grdma", m.get(), &res);
-    if (m->rcache_ == nullptr) {
-        return Status(Code::kUnavailable,
-                      "cannot create the grdma registration cache (mca_rcache_grdma missing?)");
+    auto registry = m->env_.registry(*m->dev_);
+    if (!registry) {
+        return registry.status();
     }
+    m->registry_ = std::move(registry.value());
     return m;
 }
 
@@ -303,11 +255,8 @@ Module::~Module() {
     }
     retirement_.reset();
     endpoints_.clear();
-    rdma_slab_ = RegisteredSlab{};
-    if (rcache_ != nullptr) {
-        mca_rcache_base_module_destroy(rcache_);
-        rcache_ = nullptr;
-    }
+    rdma_ops_.reset();
+    registry_.reset();
     dev_.reset();
     OBJ_DESTRUCT(&lock_);
 }
@@ -328,7 +277,7 @@ int Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_
     std::vector<Result<wire::ModexAddress>> addrs;
     addrs.reserve(nprocs);
     for (size_t i = 0; i < nprocs; ++i) {
-        addrs.push_back(fetch_address(procs[i]));
+        addrs.push_back(env_.peers->address(procs[i]));
     }
     OPAL_THREAD_LOCK(&lock_);
     for (size_t i = 0; i < nprocs; ++i) {
@@ -399,19 +348,19 @@ void Module::log_path_stats() {
             log_.write(util::LogLevel::kInfo,
                        util::format("path %zu to %s: source port 0x%04x%s, %llu bytes, %llu "
                                     "messages, %llu retransmits, %llu failovers, %llu reconnects%s",
-                                    i, ep->label.c_str(), p.spread.sport,
-                                    p.spread.member >= 0
-                                        ? util::format(" (member %d)", p.spread.member).c_str()
+                                    i, ep->label.c_str(), p.tx.spread.sport,
+                                    p.tx.spread.member >= 0
+                                        ? util::format(" (member %d)", p.tx.spread.member).c_str()
                                         : "",
-                                    static_cast<unsigned long long>(p.stats.bytes),
-                                    static_cast<unsigned long long>(p.stats.messages),
-                                    static_cast<unsigned long long>(p.stats.retransmits),
-                                    static_cast<unsigned long long>(p.stats.failovers),
-                                    static_cast<unsigned long long>(p.stats.reconnects),
-                                    p.stats.bad_credits > 0
+                                    static_cast<unsigned long long>(p.tx.stats.bytes),
+                                    static_cast<unsigned long long>(p.tx.stats.messages),
+                                    static_cast<unsigned long long>(p.tx.stats.retransmits),
+                                    static_cast<unsigned long long>(p.tx.stats.failovers),
+                                    static_cast<unsigned long long>(p.tx.stats.reconnects),
+                                    p.tx.stats.bad_credits > 0
                                         ? util::format(", %llu credits beyond the window refused",
                                                        static_cast<unsigned long long>(
-                                                           p.stats.bad_credits))
+                                                           p.tx.stats.bad_credits))
                                               .c_str()
                                         : ""));
         }
@@ -420,40 +369,38 @@ void Module::log_path_stats() {
 
 int Module::finalize() {
     log_path_stats();
-    // Removes this module from the component's list and deletes it.
-    return mca_btl_roce_component_module_finalized(base());
+    // The owner (the component) forgets this module and deletes it: the
+    // call runs on a copy, since it destroys env_ with the module.
+    auto finalized = env_.finalized;
+    return finalized(base());
 }
 
 mca_btl_base_registration_handle_t *Module::register_mem(void *base, size_t size,
                                                          uint32_t flags) {
-    mca_rcache_base_registration_t *r = nullptr;
-    int access = static_cast<int>(flags & MCA_BTL_REG_FLAG_ACCESS_ANY);
-    int rc = rcache_->rcache_register(rcache_, base, size, 0, access, &r);
-    if (rc != OPAL_SUCCESS || r == nullptr) {
+    mca_btl_base_registration_handle_t *h = registry_->register_mem(base, size, flags);
+    if (h == nullptr) {
         OPAL_THREAD_LOCK(&lock_);
         bool first = !warned_registration_;
         warned_registration_ = true;
         OPAL_THREAD_UNLOCK(&lock_);
         if (first) {
-            show_error("registration failed",
+            report("registration failed",
                        util::format("%s: cannot register %zu bytes for RDMA (%s); large "
                                     "messages fall back to copying through send buffers",
                                     plan_.device.c_str(), size, memlock_limit_text().c_str()));
         }
         return nullptr;
     }
-    Reg *reg = reinterpret_cast<Reg *>(r);
     if (log_.enabled(util::LogLevel::kTrace)) {
         log_.write(util::LogLevel::kTrace,
                    util::format("registered %p+%zu flags 0x%x: rkey 0x%x lkey 0x%x", base, size,
-                                flags, reg->handle.rkey, reg->handle.lkey));
+                                flags, h->rkey, h->lkey));
     }
-    return &reg->handle;
+    return h;
 }
 
 int Module::deregister_mem(mca_btl_base_registration_handle_t *handle) {
-    auto *reg = reinterpret_cast<Reg *>(reinterpret_cast<char *>(handle) - offsetof(Reg, handle));
-    return rcache_->rcache_deregister(rcache_, &reg->base);
+    return registry_->deregister_mem(handle);
 }
 
 } // namespace roce::btl

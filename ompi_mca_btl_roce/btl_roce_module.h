@@ -6,6 +6,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <memory>
 #include <unordered_map>
@@ -13,7 +14,6 @@
 #include <vector>
 
 #include "opal/mca/btl/btl.h"
-#include "opal/mca/rcache/rcache.h"
 #include "opal/threads/mutex.h"
 
 #include "btl_roce_addr.h"
@@ -22,10 +22,12 @@
 #include "connection/manager.h"
 #include "connection/retire.h"
 #include "counters.h"
-#include "lag.h"
+#include "data/rdma_op_pool.h"
+#include "proto/lag.h"
 #include "netmon/event_queue.h"
 #include "util/log.h"
 #include "util/status.h"
+#include "verbs/verbs_api.h"
 
 namespace roce::btl {
 class Module;
@@ -49,6 +51,11 @@ namespace roce::btl {
 /// Tunables from MCA parameters that the module (not the device) uses.
 struct ModuleConfig {
     DeviceConfig device;
+    /// The generic btl parameters as Open MPI registered them (eager limit,
+    /// max send size, pipeline sizes, exclusivity, latency, bandwidth, flags,
+    /// the component pointer); no function pointers. The module starts its
+    /// mca_btl_base_module_t from this and installs its own function table.
+    mca_btl_base_module_t btl{};
     uint32_t credits_per_peer = 32;
     uint32_t credit_threshold = 8;
     int ack_timeout = 18;      ///< IB local ACK timeout exponent: 4.096 us * 2^n
@@ -72,35 +79,94 @@ struct ModuleConfig {
     uint32_t seq_span = 8192;        ///< data fragments in flight per endpoint, at most
 };
 
-/// What the component knows about this process, the same for every module.
+/// The defaults of the generic btl parameters and the capabilities of this
+/// btl (flags, atomics), before Open MPI registers the user's values over
+/// them. `component` is stored in btl_component.
+void btl_defaults(mca_btl_base_module_t &t, mca_btl_base_component_t *component);
+
+/// Who this process is, the same for every module (the component learns it
+/// from Open MPI and the kernel).
 struct ProcessInfo {
+    uint64_t name = 0;     ///< our Open MPI process name (jobid << 32 | vpid)
     uint64_t token = 0;    ///< our connection token, published in the modex (never 0)
     uint32_t job_size = 0; ///< processes in our job, from PMIx (0: unknown)
 };
 
-/// A peer's modex address (a blocking PMIx read: call without the module
-/// lock). kNotFound when it published none, kProtocol when it is malformed.
-util::Result<wire::ModexAddress> fetch_address(opal_proc_t *proc);
+/// Open MPI's view of the other processes, as a module needs it. Both calls
+/// may block (PMIx): the module makes them without its lock.
+class PeerDirectory {
+public:
+    virtual ~PeerDirectory() = default;
+    /// `proc`'s modex address: kNotFound when it published none, kProtocol
+    /// when it is malformed.
+    virtual util::Result<wire::ModexAddress> address(opal_proc_t *proc) = 0;
+    /// The process of `name` (jobid << 32 | vpid), created if Open MPI knows
+    /// the job; nullptr when it does not.
+    virtual opal_proc_t *proc_for(uint64_t name) = 0;
+};
 
-/// Module template (registration of the generic btl_roce_* parameters writes
-/// into it; every module starts as a copy).
-extern mca_btl_base_module_t g_module_template;
-/// Fills the template's function table and defaults (called before
-/// mca_btl_base_param_register).
-void init_module_template();
+/// Registration of user memory for RDMA and in-place sends. Production:
+/// Open MPI's grdma cache over the module's PD (opal_env.h). Thread-safe:
+/// called without the module lock.
+class MemoryRegistry {
+public:
+    virtual ~MemoryRegistry() = default;
+    /// A handle whose lkey/rkey cover [base, base + size) with the access of
+    /// `flags` (MCA_BTL_REG_FLAG_*); nullptr when it cannot be registered.
+    virtual mca_btl_base_registration_handle_t *register_mem(void *base, size_t size,
+                                                             uint32_t flags) = 0;
+    /// Releases a handle of register_mem (an OPAL code).
+    virtual int deregister_mem(mca_btl_base_registration_handle_t *handle) = 0;
+};
+
+/// Everything a module takes from outside, so that N modules run in one
+/// test process over FakeVerbs. The component fills it from Open MPI and
+/// rdma-core (opal_env.h); nothing inside the module reaches for a global.
+struct ModuleEnv {
+    const verbs::VerbsApi *verbs = nullptr; ///< must outlive the module
+    /// A current view of the machine, for preflight and re-addressing.
+    qp::SnapshotSource snapshots;
+    ProcessInfo who;
+    PeerDirectory *peers = nullptr;         ///< must outlive the module
+    /// The registry over the module's Device, made once the Device is open.
+    std::function<util::Result<std::unique_ptr<MemoryRegistry>>(Device &dev)> registry;
+    /// Monotonic seconds (default: CLOCK_MONOTONIC).
+    std::function<double()> clock;
+    /// btl_finalize: the owner forgets the module and deletes it (an OPAL code).
+    std::function<int(mca_btl_base_module_t *)> finalized;
+    /// A user-facing error: `topic` names its cause (a section of
+    /// help-mpi-btl-roce.txt), `detail` says what happened. The component
+    /// shows it through opal_show_help (btl_roce_log.h); unset, the module
+    /// logs `detail` at error level. May be called with the module lock held.
+    std::function<void(const char *topic, const std::string &detail)> report;
+};
 
 /// One port's worth of transport: the verbs resources (Device), the
 /// endpoints, the connection manager and the data path. All public entry
 /// points take the module lock; callbacks into the PML are made without it.
 /// It is the connection manager's host (btl_roce_cm.cc): the verbs side of
 /// each handshake step, and the data path's reaction to paths coming and going.
+///
+/// Locks. One lock, lock_, guards the module's mutable state: plan_ (its
+/// snapshot is replaced when addresses change) and every member declared
+/// after lock_ except registry_ - the Device's queues and pools, the
+/// endpoints with both halves of their paths, the name and QPN tables, the
+/// ConnectionManager (which has none of its own), the Retirement, the RDMA
+/// operation pool and deferred_. Why one: a
+/// data-path event can change connection state (an error completion retires
+/// the QP and reconnects) and a connection event changes what the data path
+/// may use (a path coming up drains the pending sends), in the same call;
+/// two locks would always be taken together, in an order kept by hand.
+/// Taken without it: the PML callbacks (run_deferred), the PeerDirectory
+/// calls (they may block on PMIx), the MemoryRegistry (grdma has its own
+/// lock), and the netmon queue's changed() (an atomic load).
 class Module final : private CmHost {
 public:
-    /// The module for `plan`'s port, its Device open and its UD QP ready.
-    /// `who` and `log` are the component's; `log` must outlive the module.
+    /// The module for `plan`'s port, its Device open (through env.verbs)
+    /// and its UD QP ready. `env` and `log` are the component's (or a
+    /// test's); `log` must outlive the module.
     static util::Result<std::unique_ptr<Module>> create(const PortPlan &plan,
-                                                        const ModuleConfig &cfg,
-                                                        const ProcessInfo &who,
+                                                        const ModuleConfig &cfg, ModuleEnv env,
                                                         util::LogSink &log);
     ~Module() override;
 
@@ -178,9 +244,9 @@ public:
     };
 
 private:
-    friend class ModuleTestPeer;
-
-    Module(const PortPlan &plan, const ModuleConfig &cfg, util::LogSink &log);
+    Module(const PortPlan &plan, const ModuleConfig &cfg, ModuleEnv env, util::LogSink &log);
+    /// Seconds on the injected clock.
+    double clock() const { return env_.clock(); }
 
     // CmHost (btl_roce_cm.cc); the manager calls them with the lock held.
     double now() const override;
@@ -239,6 +305,8 @@ private:
     /// A send must wait: counts a credit stall on a path that is up with
     /// a send-queue slot but no credit (btl_roce_counters.cc).
     void note_stall(Endpoint &ep);
+    /// A user-facing error through env_.report (btl_roce_counters.cc).
+    void report(const char *topic, const std::string &detail);
     void drain_pending(Endpoint &ep);
     void maybe_send_credits(Endpoint &ep, size_t path);
     void complete_frag(Frag *f, int status);
@@ -246,9 +314,6 @@ private:
     void handle_recv(const ibv_wc &wc);
     void release_frag(Frag *f);
     void run_deferred(std::vector<Deferred> &todo);
-    RdmaOp *get_rdma_op();
-    void put_rdma_op(RdmaOp *op);
-    util::Status init_rdma_ops();
     int post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op);
     int start_rdma(Endpoint &ep, RdmaOp *op, size_t size);
     int issue(Endpoint *ep, RdmaOp *op, size_t size);
@@ -283,9 +348,8 @@ private:
     PortPlan plan_;
     ModuleConfig cfg_;
     util::LogSink &log_;
+    ModuleEnv env_;
     uint16_t port_index_ = 0;
-    uint64_t my_name_ = 0;
-    ProcessInfo who_;
     opal_mutex_t lock_;
 
     // Declared after dev_ (destroyed before it): everything that holds QPs.
@@ -295,7 +359,7 @@ private:
     /// live until then.
     std::unique_ptr<Retirement> retirement_;
     std::unique_ptr<ConnectionManager> cm_;
-    mca_rcache_base_module_t *rcache_ = nullptr;
+    std::unique_ptr<MemoryRegistry> registry_;
     std::vector<std::unique_ptr<Endpoint>> endpoints_;
     std::unordered_map<uint64_t, Endpoint *> by_name_;
     std::vector<uint64_t> lookups_;            ///< unknown requesters to look up (bounded)
@@ -308,8 +372,7 @@ private:
     bool lag_affinity_ = false;     ///< the device does queue-affinity LAG (mlx5)
     uint32_t rdma_outstanding_ = 0;
     std::vector<Deferred> deferred_; ///< PML callbacks to run unlocked
-    RegisteredSlab rdma_slab_;       ///< RdmaOp pool
-    RdmaOp *rdma_free_ = nullptr;
+    RdmaOpPool rdma_ops_;
     uint32_t inflight_ = 0;          ///< signaled sends + RDMA in flight (bounded by the CQ)
     uint32_t max_inflight_ = 0;
     mca_btl_base_module_error_cb_fn_t error_cb_ = nullptr;

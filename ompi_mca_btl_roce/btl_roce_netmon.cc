@@ -68,13 +68,13 @@ void Module::on_net_events() {
         // An address replacement is a removal, then an addition (and GID
         // table events in between): act once the burst is over, so the new
         // address is there to be chosen.
-        readdress_at_ = now_seconds() + kReaddressDelay;
+        readdress_at_ = clock() + kReaddressDelay;
     }
 }
 
 void Module::readdress() {
     readdress_at_ = 0;
-    auto snap = live_snapshot_source()();
+    auto snap = env_.snapshots();
     if (!snap) {
         log_.write(LogLevel::kWarn, "netmon: cannot read the GID table again: " +
                                         snap.status().message());

@@ -16,7 +16,6 @@
 
 #include "opal/mca/btl/base/base.h"
 
-#include "btl_roce_log.h"
 #include "util/strings.h"
 
 namespace roce::btl {
@@ -48,11 +47,11 @@ int Module::progress() {
     if (net) {
         on_net_events();
     }
-    if (readdress_at_ > 0 && now_seconds() >= readdress_at_) {
+    if (readdress_at_ > 0 && clock() >= readdress_at_) {
         readdress();
     }
     if (cm_->busy() && (n > 0 || (progress_calls_ & 15) == 0)) {
-        cm_->run_timers(now_seconds());
+        cm_->run_timers(clock());
     }
     todo.swap(deferred_);
     std::vector<uint64_t> lookups;
@@ -114,7 +113,7 @@ void Module::handle_wc(const ibv_wc &wc) {
 // deaf from then on. Bring it back with the same number; the handshakes'
 // retransmission timers resend what was lost.
 void Module::check_ud() {
-    double now = now_seconds();
+    double now = clock();
     if (now < ud_retry_at_) {
         return;
     }
@@ -155,8 +154,8 @@ Path *Module::account_completion(uint32_t qpn, Endpoint **ep_out) {
     }
     *ep_out = it->second.ep;
     Path &p = it->second.ep->paths_[it->second.path];
-    ++p.sq_free;
-    --p.outstanding;
+    ++p.tx.sq_free;
+    --p.tx.outstanding;
     return &p;
 }
 
@@ -172,7 +171,7 @@ void Module::on_send_completion(const ibv_wc &wc) {
     Path *path = account_completion(wc.qp_num, &owner);
     if (wc.status == IBV_WC_SUCCESS) {
         if (path != nullptr) {
-            ++path->stats.messages;
+            ++path->tx.stats.messages;
         }
         if (f->has_seq) {
             (void)ep.completed_.accept(f->seq);
@@ -198,7 +197,7 @@ void Module::on_send_completion(const ibv_wc &wc) {
         }
         f->base.order = MCA_BTL_NO_ORDER;
         if (f->path >= 0 && static_cast<size_t>(f->path) < ep.paths_.size()) {
-            ++ep.paths_[static_cast<size_t>(f->path)].stats.retransmits;
+            ++ep.paths_[static_cast<size_t>(f->path)].tx.stats.retransmits;
         }
     }
     drain_pending(ep);
@@ -232,8 +231,8 @@ void Module::handle_recv(const ibv_wc &wc) {
     Path &path = ep.paths_[it->second.path];
     if (live) {
         cm_->on_rc_message(ep, it->second.path); // the first message doubles as the RTU
-        if (path.credits.add(hdr->credits) != 0) {
-            ++path.stats.bad_credits; // more than the window: never trusted
+        if (path.tx.credits.add(hdr->credits) != 0) {
+            ++path.tx.stats.bad_credits; // more than the window: never trusted
         }
     }
     bool deliver = false;
@@ -251,13 +250,13 @@ void Module::handle_recv(const ibv_wc &wc) {
         // Credit-only messages and copies of what a failover resent.
         (void)dev_->post_srq_recv(idx);
         if (live) {
-            path.credits.owe();
+            path.tx.credits.owe();
         }
         drain_pending(ep);
         return;
     }
-    path.stats.bytes_received += wc.byte_len - wire::kFragHeaderSize;
-    ++path.stats.messages_received;
+    path.tx.stats.bytes_received += wc.byte_len - wire::kFragHeaderSize;
+    ++path.tx.stats.messages_received;
     Deferred d;
     d.kind = Deferred::Kind::kRecv;
     d.ep = &ep;
@@ -292,19 +291,19 @@ void Module::retire_qp(Peer &peer, size_t i) {
     // are destroyed by the Retirement once nothing of them can still reach
     // the CQ; their by_qpn_ entries stay until then, so receives already
     // completed on them are still delivered.
-    double now = now_seconds();
+    double now = clock();
     if (p.loop_peer) {
         retirement_->retire(std::move(p.loop_peer), 0, now);
     }
     if (p.qp) {
-        retirement_->retire(std::move(p.qp), p.outstanding, now);
+        retirement_->retire(std::move(p.qp), p.tx.outstanding, now);
     }
-    p.outstanding = 0;
-    p.sq_free = 0;
+    p.tx.outstanding = 0;
+    p.tx.sq_free = 0;
 }
 
 void Module::warn_limited(const std::string &key, const std::string &line) {
-    warn_.warn(log_, key, now_seconds(), line);
+    warn_.warn(log_, key, clock(), line);
 }
 
 void Module::reap_retired(int polled) {
@@ -315,7 +314,7 @@ void Module::reap_retired(int polled) {
                                                       ibv_event_type_str(e.event_type)));
         }
     }
-    for (uint32_t qpn : retirement_->reap(polled, kPollBatch, now_seconds())) {
+    for (uint32_t qpn : retirement_->reap(polled, kPollBatch, clock())) {
         by_qpn_.erase(qpn);
     }
 }
@@ -347,14 +346,14 @@ void Module::retire_all() {
         }
         return n >= 0;
     };
-    for (uint32_t qpn : retirement_->destroy_all(round, 1.0, now_seconds)) {
+    for (uint32_t qpn : retirement_->destroy_all(round, 1.0, env_.clock)) {
         by_qpn_.erase(qpn);
     }
 }
 
 void Module::peer_failed(Peer &peer, const std::string &why) {
     Endpoint &ep = ep_of(peer);
-    show_error("connection failed",
+    report("connection failed",
                util::format("%s:%d: connection to %s failed: %s", plan_.device.c_str(), plan_.port,
                             ep.label.c_str(), why.c_str()));
     while (ep.pending_head_ != nullptr) {
@@ -400,7 +399,7 @@ void Module::run_deferred(std::vector<Deferred> &todo) {
             }
             (void)dev_->post_srq_recv(d.buf_index);
             if (d.path >= 0 && d.ep->paths_[static_cast<size_t>(d.path)].state == PathState::kUp) {
-                d.ep->paths_[static_cast<size_t>(d.path)].credits.owe();
+                d.ep->paths_[static_cast<size_t>(d.path)].tx.credits.owe();
                 maybe_send_credits(*d.ep, static_cast<size_t>(d.path));
             }
             OPAL_THREAD_UNLOCK(&lock_);
@@ -426,7 +425,7 @@ void Module::run_deferred(std::vector<Deferred> &todo) {
                            op->cbcontext, op->cbdata, d.status);
             }
             OPAL_THREAD_LOCK(&lock_);
-            put_rdma_op(op);
+            rdma_ops_.put(op);
             OPAL_THREAD_UNLOCK(&lock_);
             break;
         }

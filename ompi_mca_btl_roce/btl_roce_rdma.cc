@@ -8,43 +8,12 @@
 #include "btl_roce_module.h"
 
 #include <algorithm>
-#include <new>
 
 #include "util/strings.h"
 
 namespace roce::btl {
 
 using util::Status;
-
-Status Module::init_rdma_ops() {
-    size_t bytes = sizeof(RdmaOp) * cfg_.max_rdma_ops;
-    auto slab = register_slab(dev_->api(), dev_->pd(), bytes, IBV_ACCESS_LOCAL_WRITE, &log_);
-    if (!slab) {
-        return slab.status().with_context("RDMA operation pool");
-    }
-    rdma_slab_ = std::move(slab.value());
-    auto *ops = reinterpret_cast<RdmaOp *>(rdma_slab_.data());
-    for (uint32_t i = 0; i < cfg_.max_rdma_ops; ++i) {
-        RdmaOp *op = new (&ops[i]) RdmaOp();
-        op->next_free = rdma_free_;
-        rdma_free_ = op;
-    }
-    return Status::ok();
-}
-
-RdmaOp *Module::get_rdma_op() {
-    RdmaOp *op = rdma_free_;
-    if (op != nullptr) {
-        rdma_free_ = op->next_free;
-        *op = RdmaOp();
-    }
-    return op;
-}
-
-void Module::put_rdma_op(RdmaOp *op) {
-    op->next_free = rdma_free_;
-    rdma_free_ = op;
-}
 
 // Posts `op` on path i (which must be up with a free slot).
 int Module::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
@@ -73,14 +42,14 @@ int Module::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
     }
     op->path = static_cast<int>(i);
     if (op->parent != nullptr) {
-        ++path.chunks;
+        ++path.tx.chunks;
     }
-    --path.sq_free;
-    ++path.outstanding;
+    --path.tx.sq_free;
+    ++path.tx.outstanding;
     ++inflight_;
-    path.stats.bytes += sge.length;
-    path.stats.rdma_reads += op->opcode == IBV_WR_RDMA_READ ? 1 : 0;
-    path.stats.rdma_writes += op->opcode == IBV_WR_RDMA_WRITE ? 1 : 0;
+    path.tx.stats.bytes += sge.length;
+    path.tx.stats.rdma_reads += op->opcode == IBV_WR_RDMA_READ ? 1 : 0;
+    path.tx.stats.rdma_writes += op->opcode == IBV_WR_RDMA_WRITE ? 1 : 0;
     if (log_.enabled(util::LogLevel::kTrace)) {
         log_.write(util::LogLevel::kTrace,
                    util::format("RDMA op %d, %u bytes, path %zu -> %s remote 0x%llx rkey 0x%x",
@@ -103,7 +72,7 @@ int Module::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
     std::vector<size_t> ready;
     for (size_t k = 0; k < ep.paths_.size(); ++k) {
         size_t i = (ep.next_path_ + k) % ep.paths_.size();
-        if (ep.paths_[i].state == PathState::kUp && ep.paths_[i].sq_free > 0) {
+        if (ep.paths_[i].state == PathState::kUp && ep.paths_[i].tx.sq_free > 0) {
             ready.push_back(i);
         }
     }
@@ -123,10 +92,10 @@ int Module::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
     size_t chunk = ((size + n - 1) / n + 4095) & ~size_t{4095};
     std::vector<RdmaOp *> parts;
     for (size_t off = 0; off < size; off += chunk) {
-        RdmaOp *c = get_rdma_op();
+        RdmaOp *c = rdma_ops_.get();
         if (c == nullptr) {
             for (RdmaOp *p : parts) {
-                put_rdma_op(p);
+                rdma_ops_.put(p);
             }
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
@@ -153,8 +122,8 @@ int Module::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
         bool posted = false;
         for (size_t tries = 0; !posted && tries < ready.size(); ++tries, ++r) {
             Path &path = ep.paths_[ready[r % ready.size()]];
-            if (path.state != PathState::kUp || path.sq_free == 0 || inflight_ >= max_inflight_ ||
-                path.chunks >= cfg_.chunks_per_path) {
+            if (path.state != PathState::kUp || path.tx.sq_free == 0 ||
+                inflight_ >= max_inflight_ || path.tx.chunks >= cfg_.chunks_per_path) {
                 continue;
             }
             posted = post_rdma_on(ep, ready[r % ready.size()], part) == OPAL_SUCCESS;
@@ -173,7 +142,7 @@ int Module::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
 int Module::issue(Endpoint *ep, RdmaOp *op, size_t size) {
     int rc = start_rdma(*ep, op, size);
     if (rc != OPAL_SUCCESS) {
-        put_rdma_op(op);
+        rdma_ops_.put(op);
         return rc;
     }
     ++ep->rdma_outstanding_;
@@ -212,7 +181,7 @@ RdmaOp *Module::new_rdma_op(Endpoint &ep, void *local_address,
                             mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                             void *cbdata, int *rc) {
     *rc = ready_for_rdma(ep);
-    RdmaOp *op = *rc == OPAL_SUCCESS ? get_rdma_op() : nullptr;
+    RdmaOp *op = *rc == OPAL_SUCCESS ? rdma_ops_.get() : nullptr;
     if (op == nullptr) {
         *rc = *rc == OPAL_SUCCESS ? OPAL_ERR_OUT_OF_RESOURCE : *rc;
         return nullptr;
@@ -272,7 +241,7 @@ int Module::atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
         // Non-fetching op, or an unregistered result buffer: the old value
         // lands in the op's own registered word (copied out on completion).
         op->sge.addr = reinterpret_cast<uint64_t>(&op->result);
-        op->sge.lkey = rdma_slab_.lkey();
+        op->sge.lkey = rdma_ops_.lkey();
         op->copy_result = local_address != nullptr;
     }
     op->remote_address = remote_address;
@@ -292,11 +261,11 @@ void Module::on_rdma_completion(const ibv_wc &wc) {
     if (op->parent != nullptr && op->path >= 0 && static_cast<size_t>(op->path) < ep.paths_.size()) {
         // Every posted chunk completes once (flushed, if its QP was retired).
         Path &p = ep.paths_[static_cast<size_t>(op->path)];
-        p.chunks -= p.chunks > 0 ? 1 : 0;
+        p.tx.chunks -= p.tx.chunks > 0 ? 1 : 0;
     }
     if (wc.status == IBV_WC_SUCCESS) {
         if (path != nullptr) {
-            ++path->stats.messages;
+            ++path->tx.stats.messages;
         }
         rdma_done(op, OPAL_SUCCESS);
         if (ep.rdma_retry_ != nullptr) {
@@ -314,7 +283,7 @@ void Module::on_rdma_completion(const ibv_wc &wc) {
     // An atomic that got the error itself may have executed: it fails.
     if (ep.state != EpState::kFailed && (!atomic || wc.status == IBV_WC_WR_FLUSH_ERR)) {
         if (op->path >= 0 && static_cast<size_t>(op->path) < ep.paths_.size()) {
-            ++ep.paths_[static_cast<size_t>(op->path)].stats.retransmits;
+            ++ep.paths_[static_cast<size_t>(op->path)].tx.stats.retransmits;
         }
         op->next_retry = ep.rdma_retry_;
         ep.rdma_retry_ = op;
@@ -336,8 +305,8 @@ void Module::retry_rdma(Endpoint &ep) {
         for (size_t k = 0; k < ep.paths_.size(); ++k) { // round-robin: keep striping
             size_t j = (ep.next_path_ + k) % ep.paths_.size();
             const Path &p = ep.paths_[j];
-            if (p.state == PathState::kUp && p.sq_free > 0 &&
-                (op->parent == nullptr || p.chunks < cfg_.chunks_per_path)) {
+            if (p.state == PathState::kUp && p.tx.sq_free > 0 &&
+                (op->parent == nullptr || p.tx.chunks < cfg_.chunks_per_path)) {
                 i = static_cast<int>(j);
                 ep.next_path_ = static_cast<unsigned>(j + 1);
                 break;
@@ -363,7 +332,7 @@ void Module::rdma_done(RdmaOp *op, int status) {
         if (status != OPAL_SUCCESS && whole->status == OPAL_SUCCESS) {
             whole->status = status;
         }
-        put_rdma_op(op);
+        rdma_ops_.put(op);
         if (--whole->chunks_left != 0) {
             return;
         }

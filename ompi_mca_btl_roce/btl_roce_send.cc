@@ -128,10 +128,11 @@ void Module::queue_pending(Endpoint &ep, Frag *f) {
 // round-robin order that has a credit and a send-queue slot. -1 when none.
 int Module::pick_path(Endpoint &ep, uint8_t order, bool control) const {
     auto usable = [&](const Path &p) {
-        if (p.state != PathState::kUp || p.sq_free == 0) {
+        if (p.state != PathState::kUp || p.tx.sq_free == 0) {
             return false;
         }
-        return control ? p.credits.available() > 0 : p.credits.available() > p.credits.reserve();
+        const CreditLedger &c = p.tx.credits;
+        return control ? c.available() > 0 : c.available() > c.reserve();
     };
     size_t n = ep.paths_.size();
     if (order != MCA_BTL_NO_ORDER && order < n && usable(ep.paths_[order])) {
@@ -174,13 +175,13 @@ int Module::post_frag_on(Endpoint &ep, size_t i, Frag *f) {
         f->seq = ep.next_seq_++;
         f->has_seq = true;
     }
-    if (!(f->control ? path.credits.take_for_control() : path.credits.take_for_data())) {
+    if (!(f->control ? path.tx.credits.take_for_control() : path.tx.credits.take_for_data())) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     wire::FragHeader h;
     h.tag = f->tag;
     h.type = f->control ? wire::FragType::kCredit : wire::FragType::kData;
-    h.credits = path.credits.take_owed();
+    h.credits = path.tx.credits.take_owed();
     h.seq = f->seq;
     wire::encode(h, f->buf);
 
@@ -207,17 +208,17 @@ int Module::post_frag_on(Endpoint &ep, size_t i, Frag *f) {
     ibv_send_wr *bad = nullptr;
     int rc = verbs::normalize_rc(dev_->api().post_send(path.qp->get(), &wr, &bad), errno);
     if (rc != 0) {
-        path.credits.untake();
-        path.credits.owe(h.credits);
+        path.tx.credits.untake();
+        path.tx.credits.owe(h.credits);
         path_failed(ep, i, util::Status::from_errno(rc, "ibv_post_send(RC)").message());
         return OPAL_ERR_OUT_OF_RESOURCE; // queued; resent on another path
     }
-    --path.sq_free;
-    ++path.outstanding;
+    --path.tx.sq_free;
+    ++path.tx.outstanding;
     ++inflight_;
     f->path = static_cast<int>(i);
     f->base.order = static_cast<uint8_t>(i);
-    path.stats.bytes += f->segments[0].seg_len + (f->inplace ? f->segments[1].seg_len : 0);
+    path.tx.stats.bytes += f->segments[0].seg_len + (f->inplace ? f->segments[1].seg_len : 0);
     return OPAL_SUCCESS;
 }
 
@@ -243,7 +244,7 @@ void Module::drain_pending(Endpoint &ep) {
 
 void Module::maybe_send_credits(Endpoint &ep, size_t i) {
     Path &path = ep.paths_[i];
-    if (path.state != PathState::kUp || !path.credits.credit_message_due() ||
+    if (path.state != PathState::kUp || !path.tx.credits.credit_message_due() ||
         inflight_ >= max_inflight_) {
         return;
     }
@@ -251,7 +252,7 @@ void Module::maybe_send_credits(Endpoint &ep, size_t i) {
     // credits itself - both ends filled their windows at once, as in a
     // bidirectional stream - a credit-only message (from the reserve) is what
     // unblocks the peer, whose data then brings our credits back.
-    if (ep.pending_head_ != nullptr && path.credits.available() > path.credits.reserve()) {
+    if (ep.pending_head_ != nullptr && path.tx.credits.available() > path.tx.credits.reserve()) {
         return;
     }
     Frag *f = dev_->frags().get();

@@ -6,6 +6,7 @@
 
 #include "select/mtu.h"
 #include "select/options.h"
+#include "select/path.h"
 #include "util/strings.h"
 
 namespace roce::qp {
@@ -29,15 +30,6 @@ std::string describe_expected(const select::Selection &e) {
 
 bool same_gid(const GidEntry &g, const select::Selection &e) {
     return g.gid == e.gid && g.type == e.gid_type && (e.netdev.empty() || g.netdev == e.netdev);
-}
-
-const GidEntry *find_same(const PortInfo &port, const select::Selection &e) {
-    for (const auto &g : port.gids) {
-        if (same_gid(g, e)) {
-            return &g;
-        }
-    }
-    return nullptr;
 }
 
 void check_mask(const PreflightContext &ctx, const ModifyRequest &req, PreflightResult &r) {
@@ -166,7 +158,7 @@ void check_sgid(const PortInfo &port, const std::string &dev, const select::Sele
                         : g == nullptr ? "is an empty slot now"
                                        : "now holds " + describe(*g);
     if (e.gid_index >= 0) {
-        if (const GidEntry *moved = find_same(port, e)) {
+        if (const GidEntry *moved = select::find_selected_gid(port, e)) {
             r.corrections.push_back(util::format(
                 "sgid_index %d -> %d: the GID %s moved there (sgid_index %d %s; the bond's GID "
                 "table was rewritten by an address or VLAN change)",

@@ -38,10 +38,39 @@ Code refusal_code(const std::vector<Problem> &ps) {
 
 } // namespace
 
+SharedSnapshotSource shared_snapshot_source(SnapshotSource fresh) {
+    if (!fresh) {
+        return {};
+    }
+    return [fresh = std::move(fresh)]() -> util::Result<std::shared_ptr<const topo::Snapshot>> {
+        auto s = fresh();
+        if (!s) {
+            return s.status();
+        }
+        return std::make_shared<const topo::Snapshot>(std::move(s.value()));
+    };
+}
+
+SharedSnapshotSource cache_snapshot_source(topo::SnapshotCache &cache, std::string device) {
+    return [&cache, device = std::move(device)]()
+               -> util::Result<std::shared_ptr<const topo::Snapshot>> {
+        auto v = cache.view_for(device);
+        if (!v) {
+            return v.status();
+        }
+        return v->snapshot;
+    };
+}
+
 QueuePair::QueuePair(const verbs::VerbsApi &api, verbs::Qp qp, QpType type, select::Selection sel,
                      SnapshotSource fresh, bool privileged, util::LogSink *log)
+    : QueuePair(api, std::move(qp), type, std::move(sel), shared_snapshot_source(std::move(fresh)),
+                privileged, log) {}
+
+QueuePair::QueuePair(const verbs::VerbsApi &api, verbs::Qp qp, QpType type, select::Selection sel,
+                     SharedSnapshotSource snapshots, bool privileged, util::LogSink *log)
     : api_(&api), qp_(std::move(qp)), type_(type), sel_(std::move(sel)),
-      fresh_(std::move(fresh)), privileged_(privileged), log_(log) {}
+      fresh_(std::move(snapshots)), privileged_(privileged), log_(log) {}
 
 void QueuePair::log(util::LogLevel level, const std::string &line) const {
     if (log_ != nullptr && log_->enabled(level)) {
@@ -148,12 +177,13 @@ Status QueuePair::modify(Transition t, ModifyRequest req) {
     d.transition = t;
     d.sel = &sel_;
     d.req = &req;
-    auto fresh = fresh_ ? fresh_() : util::Result<topo::Snapshot>(
-                                         Status(Code::kUnavailable, "no snapshot source"));
+    auto fresh = fresh_ ? fresh_()
+                        : util::Result<std::shared_ptr<const topo::Snapshot>>(
+                              Status(Code::kUnavailable, "no snapshot source"));
     if (fresh) {
-        d.fresh = &fresh.value();
+        d.fresh = fresh->get();
         PreflightContext ctx{type_, t, sel_, privileged_};
-        PreflightResult pf = preflight(*fresh, ctx, req);
+        PreflightResult pf = preflight(**fresh, ctx, req);
         for (const auto &c : pf.corrections) {
             log(util::LogLevel::kInfo, util::format("%s %s on %s: preflight corrected %s",
                                                     to_string(type_), to_string(t),

@@ -2,12 +2,14 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "qp/preflight.h"
 #include "qp/transitions.h"
 #include "select/selection.h"
 #include "topo/snapshot.h"
+#include "topo/snapshot_cache.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "verbs/handles.h"
@@ -19,11 +21,27 @@ namespace roce::qp {
 /// netlink monitor's view); tests: a lambda over a fixture or a FakeVerbs.
 using SnapshotSource = std::function<util::Result<topo::Snapshot>()>;
 
+/// Gives the snapshot to preflight against without copying it: the shared,
+/// immutable view of a topo::SnapshotCache (cache_snapshot_source), or a
+/// fresh read (shared_snapshot_source).
+using SharedSnapshotSource =
+    std::function<util::Result<std::shared_ptr<const topo::Snapshot>>()>;
+
+/// `fresh` (one read per call, as before the cache) as a
+/// SharedSnapshotSource; an empty source stays empty.
+SharedSnapshotSource shared_snapshot_source(SnapshotSource fresh);
+
+/// The view of `cache` for transitions on `device`
+/// (topo::SnapshotCache::view_for): what the cache holds, re-read only where
+/// an invalidation or (unmonitored) age says so - no machine read per
+/// transition. `cache` must outlive the source; thread-safe as the cache is.
+SharedSnapshotSource cache_snapshot_source(topo::SnapshotCache &cache, std::string device);
+
 /// A QP with its state machine, whose every transition is preflighted.
 ///
 /// modify() (and the to_* helpers) do, in order:
 ///  1. refuse a transition that does not start from the current state;
-///  2. take a fresh snapshot and preflight the request against it
+///  2. take the snapshot source's current view and preflight the request against it
 ///     (preflight.h): safe corrections (a moved GID, a moved pkey) are applied
 ///     to the request and to selection(), and logged at info level; any other
 ///     mismatch refuses the transition with the diagnostic paragraph, and
@@ -41,6 +59,10 @@ public:
     /// `log` may be null (nothing is logged then).
     QueuePair(const verbs::VerbsApi &api, verbs::Qp qp, QpType type, select::Selection sel,
               SnapshotSource fresh, bool privileged, util::LogSink *log);
+    /// The same, preflighting against `snapshots` (e.g. cache_snapshot_source):
+    /// the snapshot is shared, not copied, at each transition.
+    QueuePair(const verbs::VerbsApi &api, verbs::Qp qp, QpType type, select::Selection sel,
+              SharedSnapshotSource snapshots, bool privileged, util::LogSink *log);
 
     QpType type() const { return type_; }
     ibv_qp *get() const { return qp_.get(); }
@@ -96,7 +118,7 @@ private:
     verbs::Qp qp_;
     QpType type_;
     select::Selection sel_;
-    SnapshotSource fresh_;
+    SharedSnapshotSource fresh_;
     bool privileged_;
     util::LogSink *log_;
     ibv_qp_state state_ = IBV_QPS_RESET;

@@ -47,31 +47,10 @@ std::string basic_verdict(const GidEntry &g, const Options &o, const RuleSet &ru
 
 /// The peer address this GID reaches ("" when none), with the subnet why.
 std::string reaches(const GidEntry &g, int prefix, const topo::NetdevInfo *nd, const Peer &peer) {
-    util::IpAddress local = g.address();
-    for (const auto &pa : peer.addresses) {
-        if (pa.address.family() != local.family() ||
-            pa.address.is_link_local() != local.is_link_local()) {
-            continue;
-        }
-        if (pa.type && *pa.type != g.type) {
-            continue; // RoCE v1 and v2 do not talk to each other
-        }
-        if (pa.vlan_id >= 0 && (nd != nullptr ? nd->vlan_id : -1) != pa.vlan_id) {
-            continue;
-        }
-        std::string who = pa.address.to_string();
-        if (local.is_link_local()) {
-            return who + " (both link-local: same link assumed)";
-        }
-        if (prefix >= 0 && util::Subnet::of(local, prefix).contains(pa.address)) {
-            return who + " (in " + util::Subnet::of(local, prefix).to_string() + ")";
-        }
-        if (pa.prefix_len >= 0 && util::Subnet::of(pa.address, pa.prefix_len).contains(local)) {
-            return who + " (its subnet " + util::Subnet::of(pa.address, pa.prefix_len).to_string() +
-                   " holds " + local.to_string() + ")";
-        }
-    }
-    return {};
+    std::string why;
+    int i = reaching_address(g, prefix, nd, peer, &why);
+    return i < 0 ? std::string()
+                 : peer.addresses[static_cast<size_t>(i)].address.to_string() + " " + why;
 }
 
 // An order on subnets both ends of a connection compute alike: the first
@@ -174,6 +153,41 @@ std::string others_line(const std::vector<GidVerdict> &verdicts, int chosen) {
 }
 
 } // namespace
+
+int reaching_address(const GidEntry &g, int prefix, const topo::NetdevInfo *nd, const Peer &peer,
+                     std::string *why) {
+    util::IpAddress local = g.address();
+    for (size_t i = 0; i < peer.addresses.size(); ++i) {
+        const PeerAddress &pa = peer.addresses[i];
+        if (pa.address.family() != local.family() ||
+            pa.address.is_link_local() != local.is_link_local()) {
+            continue;
+        }
+        if (pa.type && *pa.type != g.type) {
+            continue; // RoCE v1 and v2 do not talk to each other
+        }
+        if (pa.vlan_id >= 0 && (nd != nullptr ? nd->vlan_id : -1) != pa.vlan_id) {
+            continue;
+        }
+        std::string reason;
+        if (local.is_link_local()) {
+            reason = "(both link-local: same link assumed)";
+        } else if (prefix >= 0 && util::Subnet::of(local, prefix).contains(pa.address)) {
+            reason = "(in " + util::Subnet::of(local, prefix).to_string() + ")";
+        } else if (pa.prefix_len >= 0 &&
+                   util::Subnet::of(pa.address, pa.prefix_len).contains(local)) {
+            reason = "(its subnet " + util::Subnet::of(pa.address, pa.prefix_len).to_string() +
+                     " holds " + local.to_string() + ")";
+        } else {
+            continue;
+        }
+        if (why != nullptr) {
+            *why = reason;
+        }
+        return static_cast<int>(i);
+    }
+    return -1;
+}
 
 int local_prefix(const topo::Snapshot &snapshot, const GidEntry &g) {
     const topo::NetdevInfo *nd = snapshot.find_netdev(g.netdev);

@@ -52,6 +52,15 @@ const topo::GidEntry *check_gid_override(const topo::Snapshot &snapshot,
                                          const RuleSet &rules, const Peer *peer,
                                          const GidRanking &ranking, PortChoice &c);
 
+/// The first of `peer`'s addresses (in its order) that the local GID `g`
+/// reaches: same family, both link-local or neither, the same GID type and
+/// VLAN when the peer said, and our subnet (`prefix`, -1 unknown) or the
+/// peer's advertised one containing the other; both link-local counts as the
+/// same link. Its index in peer.addresses, or -1. `why` (optional) receives
+/// "(in 198.18.0.0/24)" or the like.
+int reaching_address(const topo::GidEntry &g, int prefix, const topo::NetdevInfo *nd,
+                     const Peer &peer, std::string *why);
+
 /// "gid[3] ::ffff:198.18.0.11 (RoCE v2, bond0, 198.18.0.11/24)"; the prefix
 /// part is left out when unknown (prefix < 0).
 std::string describe_gid(const topo::GidEntry &g, int prefix);

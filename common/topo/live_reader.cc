@@ -207,4 +207,24 @@ Result<std::vector<DeviceInfo>> read_rdma_verbs(const verbs::VerbsApi &api,
     return out;
 }
 
+Result<DeviceInfo> read_rdma_device(const verbs::VerbsApi &api, const std::string &name,
+                                    std::vector<std::string> *warnings) {
+    int n = 0;
+    verbs::DeviceList list(api.get_device_list(&n), verbs::DeviceListDeleter{&api});
+    if (!list) {
+        int err = errno;
+        if (err != ENOSYS && err != ENOENT && err != 0) {
+            return Status::from_errno(err, "ibv_get_device_list");
+        }
+        n = 0; // no uverbs at all: no such device
+    }
+    for (int i = 0; i < n; ++i) {
+        const char *dev = api.get_device_name(list[i]);
+        if (dev != nullptr && name == dev) {
+            return read_device(api, list[i], warnings);
+        }
+    }
+    return Status(util::Code::kNotFound, "RDMA device " + name + " is not present");
+}
+
 } // namespace roce::topo

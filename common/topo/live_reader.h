@@ -27,6 +27,14 @@ namespace roce::topo {
 util::Result<std::vector<DeviceInfo>> read_rdma_verbs(const verbs::VerbsApi &api,
                                                       std::vector<std::string> *warnings);
 
+/// One RDMA device by name, read as read_rdma_verbs reads each device (one
+/// ibv_get_device_list, then only this device opened and queried). Errors:
+/// kNotFound when no device has that name (it was removed, or a LAG
+/// re-registered it under another name); the errno of the failing verb
+/// otherwise. Thread-safe if `api` is.
+util::Result<DeviceInfo> read_rdma_device(const verbs::VerbsApi &api, const std::string &name,
+                                          std::vector<std::string> *warnings);
+
 /// IB MTU enum value (IBV_MTU_256 = 1 .. IBV_MTU_4096 = 5) -> bytes; 0 for
 /// anything else.
 int mtu_enum_to_bytes(int mtu_enum) noexcept;

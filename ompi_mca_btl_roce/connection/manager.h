@@ -9,7 +9,7 @@
 #include "util/log.h"
 #include "util/rate_limit.h"
 #include "util/status.h"
-#include "wire.h"
+#include "proto/wire.h"
 
 namespace roce::btl {
 
@@ -167,8 +167,6 @@ public:
     void set_identity(const CmIdentity &me) { me_ = me; }
 
 private:
-    friend class ConnectionManagerTestPeer;
-
     double await_rtu_timeout() const;
     wire::CmMessage message(const Peer &peer, wire::CmType type) const;
     wire::CmMessage handshake(Peer &peer, wire::CmType type, uint32_t conn_id, size_t first,

@@ -19,7 +19,7 @@
 
 #include "connection/manager.h"
 #include "util/log.h"
-#include "wire.h"
+#include "proto/wire.h"
 
 namespace roce::btl::testing {
 

@@ -418,6 +418,7 @@ ibv_mr *FakeOps::reg_mr(ibv_pd *pd, void *addr, size_t len, int access) {
     obj->mr.length = len;
     obj->mr.lkey = st(f).next_key++;
     obj->mr.rkey = st(f).next_key++;
+    obj->access = access;
     ibv_mr *mr = &obj->mr;
     st(f).mrs[mr] = std::move(obj);
     ++st(f).pds.at(pd)->users;

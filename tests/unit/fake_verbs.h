@@ -60,7 +60,13 @@
 //        queued events) that can be made non-blocking and polled;
 //      * busy_deregs(): MRs deregistered while a posted receive still
 //        pointed into them;
-//  - any call can be made to fail on demand (fail()).
+//  - any call can be made to fail on demand (fail());
+//  - in wire mode (set_wire), the QPs of one FakeVerbs reach each other:
+//    UD datagrams wait on the wire for the test to deliver (or lose,
+//    duplicate, reorder) them; RC work requests are executed by run_rc()
+//    against the connected QP - sends into its receive queue or SRQ, RDMA
+//    and atomics against registered memory - with the RC error semantics
+//    (retry exceeded when nobody answers, remote access errors, RNR waits).
 //
 // Thread safety: none; one test thread at a time. Up to 8 FakeVerbs may
 // exist at once (get_device_list has no context argument, so each instance
@@ -136,8 +142,10 @@ struct PostedWr {
     uint32_t imm_data = 0;
     uint32_t remote_qpn = 0, remote_qkey = 0; ///< UD sends
     ibv_ah *ah = nullptr;                     ///< UD sends
-    uint64_t remote_addr = 0;                 ///< RDMA
+    uint64_t remote_addr = 0;                 ///< RDMA and atomics
     uint32_t rkey = 0;
+    uint64_t compare_add = 0, swap = 0;       ///< atomics
+    std::vector<uint8_t> inline_data;         ///< IBV_SEND_INLINE: the data, copied at post
 };
 
 class FakeVerbs {
@@ -189,6 +197,54 @@ public:
     /// Completes the `n` oldest sends in flight on `qp` with success (a
     /// completion for the signaled ones); returns how many there were.
     size_t complete_sends(ibv_qp *qp, size_t n);
+
+    // ---- the wire between the QPs of this FakeVerbs (fake_verbs_wire.cc) --
+    // Several processes' worth of verbs objects share one FakeVerbs (each
+    // opens its own context); in wire mode their QPs talk to each other.
+    /// A UD datagram sent and not delivered yet.
+    struct Datagram {
+        uint32_t src_qpn = 0;
+        uint32_t dst_qpn = 0;
+        uint32_t qkey = 0;
+        std::array<uint8_t, 16> sgid{}; ///< the sender's GID (its address handle's sgid_index)
+        std::array<uint8_t, 16> dgid{};
+        std::vector<uint8_t> payload;
+    };
+    /// Wire mode (default off). UD sends complete at once (a datagram is
+    /// gone once transmitted) and wait in datagrams() - to be delivered,
+    /// dropped, duplicated or reordered by the test. RC work requests stay
+    /// in flight on their QP until run_rc() carries them to the QP theirs is
+    /// connected to (dest_qp_num), as the two HCAs would.
+    void set_wire(bool on);
+    std::deque<Datagram> &datagrams();
+    /// Delivers a datagram as the receiving device does: dropped silently
+    /// (false) unless its QP exists, is UD in RTR or RTS, its port has the
+    /// destination GID, the qkey matches and a receive is posted; otherwise the receive holds the 40-byte GRH
+    /// (for an IPv4-mapped GID the IPv4 header in its last 20 bytes, as
+    /// RoCE v2 devices write it; else an IPv6 header) and the payload, and
+    /// completes with IBV_WC_GRH.
+    bool deliver_datagram(const Datagram &d);
+    /// Executes RC work requests in flight, each QP's in order, until none
+    /// can go: SEND into the responder's SRQ or receive queue (none posted:
+    /// receiver not ready, it waits - rnr_retry 7 retries forever); RDMA
+    /// WRITE/READ and 64-bit atomics against the responder's memory regions
+    /// (rkey, bounds, MR and QP access flags checked: IBV_WC_REM_ACCESS_ERR
+    /// otherwise, both QPs to ERR). A responder that does not exist or is
+    /// not in RTR/RTS never answers: the requester's work request completes
+    /// with IBV_WC_RETRY_EXC_ERR and its QP goes to ERR (the rest flush).
+    /// Signaled work requests complete on the requester's CQ. Returns how
+    /// many work requests were executed or failed.
+    size_t run_rc();
+    /// The link under `qp` breaks (a cable pulled, a bond member gone): its
+    /// oldest work request in flight completes with `status` and the QP goes
+    /// to ERR, flushing the rest; with nothing in flight, the next send does
+    /// (fail_next_send). The first `delivered` work requests in flight
+    /// reach the responder before that, but their acknowledgements are lost:
+    /// the requester sees them fail although the peer has them.
+    void break_qp(ibv_qp *qp, ibv_wc_status status = IBV_WC_RETRY_EXC_ERR,
+                  size_t delivered = 0);
+    /// The QP of this FakeVerbs with that number (nullptr: none).
+    ibv_qp *find_qp(uint32_t qpn) const;
 
     // ---- inspection ----------------------------------------------------
     int calls(Call call) const { return calls_[static_cast<size_t>(call)]; }

@@ -173,7 +173,9 @@ void apply(FakeQpObj &q, const ibv_qp_attr &a, int mask) {
     q.applied_mask |= mask;
 }
 
-ibv_wc make_wc(const FakeQpObj &q, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode op,
+} // namespace
+
+ibv_wc fake_wc(const FakeQpObj &q, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode op,
                uint32_t len) {
     ibv_wc wc{};
     wc.wr_id = wr_id;
@@ -184,18 +186,22 @@ ibv_wc make_wc(const FakeQpObj &q, uint64_t wr_id, ibv_wc_status status, ibv_wc_
     return wc;
 }
 
+namespace {
+
 FakeCqObj &cq_of(FakeVerbs &f, ibv_cq *cq) { return *st(f).cqs.at(cq); }
 
 /// Moving to ERR flushes every posted receive.
 void flush_recvs(FakeVerbs &f, FakeQpObj &q) {
     while (!q.rq.empty()) {
-        cq_of(f, q.qp.recv_cq).wcs.push_back(make_wc(q, q.rq.front().wr_id, IBV_WC_WR_FLUSH_ERR,
+        cq_of(f, q.qp.recv_cq).wcs.push_back(fake_wc(q, q.rq.front().wr_id, IBV_WC_WR_FLUSH_ERR,
                                                      IBV_WC_RECV, 0));
         q.rq.pop_front();
     }
 }
 
-ibv_wc_opcode wc_opcode(ibv_wr_opcode op) {
+} // namespace
+
+ibv_wc_opcode fake_wc_opcode(ibv_wr_opcode op) {
     switch (op) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
@@ -208,12 +214,12 @@ ibv_wc_opcode wc_opcode(ibv_wr_opcode op) {
 
 /// The QP enters ERR: posted receives flush, and a QP attached to an SRQ
 /// raises Last WQE Reached (IBA o11-5.2.5; fake_verbs.h says which devices).
-void enter_error(FakeVerbs &f, FakeQpObj &q) {
+void fake_enter_error(FakeVerbs &f, FakeQpObj &q) {
     flush_recvs(f, q);
     while (!q.sq.empty()) {
         const PostedWr &wr = q.sq.front();
         cq_of(f, q.qp.send_cq)
-            .wcs.push_back(make_wc(q, wr.wr_id, IBV_WC_WR_FLUSH_ERR, wc_opcode(wr.opcode), 0));
+            .wcs.push_back(fake_wc(q, wr.wr_id, IBV_WC_WR_FLUSH_ERR, fake_wc_opcode(wr.opcode), 0));
         q.sq.pop_front();
     }
     bool srq_kind =
@@ -225,6 +231,8 @@ void enter_error(FakeVerbs &f, FakeQpObj &q) {
         FakeOps::queue_event(f, q.qp.context, e);
     }
 }
+
+namespace {
 
 /// mlx5's __mlx5_cq_clean: removes `qpn`'s completions from `cq`, giving
 /// each consumed SRQ receive back to `srq`.
@@ -262,9 +270,21 @@ PostedWr record(const FakeQpObj &q, const ibv_send_wr &wr) {
         p.ah = wr.wr.ud.ah;
         p.remote_qpn = wr.wr.ud.remote_qpn;
         p.remote_qkey = wr.wr.ud.remote_qkey;
+    } else if (wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+        p.remote_addr = wr.wr.atomic.remote_addr;
+        p.rkey = wr.wr.atomic.rkey;
+        p.compare_add = wr.wr.atomic.compare_add;
+        p.swap = wr.wr.atomic.swap;
     } else {
         p.remote_addr = wr.wr.rdma.remote_addr;
         p.rkey = wr.wr.rdma.rkey;
+    }
+    if ((wr.send_flags & IBV_SEND_INLINE) != 0) {
+        // Inline data is copied at post time: the buffer may be reused at once.
+        for (const auto &sge : p.sge) {
+            const auto *b = reinterpret_cast<const uint8_t *>(sge.addr);
+            p.inline_data.insert(p.inline_data.end(), b, b + sge.length);
+        }
     }
     return p;
 }
@@ -432,7 +452,7 @@ int FakeOps::modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask) {
         q.applied_mask = 0;
         q.attr = ibv_qp_attr{};
     } else if (next == IBV_QPS_ERR && qp->state != IBV_QPS_ERR) {
-        enter_error(f, q);
+        fake_enter_error(f, q);
     }
     qp->state = next;
     return 0;
@@ -474,18 +494,25 @@ int FakeOps::post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
         uint32_t len = f.sends_.back().length;
         FakeCqObj &cq = cq_of(f, qp->send_cq);
         if (q.fail_next_send) {
-            ibv_wc wc = make_wc(q, wr->wr_id, q.next_status, wc_opcode(wr->opcode), 0);
+            ibv_wc wc = fake_wc(q, wr->wr_id, q.next_status, fake_wc_opcode(wr->opcode), 0);
             wc.vendor_err = q.next_vendor_err;
             cq.wcs.push_back(wc);
             q.fail_next_send = false;
             qp->state = IBV_QPS_ERR;
-            enter_error(f, q);
+            fake_enter_error(f, q);
         } else if (qp->state == IBV_QPS_ERR) {
-            cq.wcs.push_back(make_wc(q, wr->wr_id, IBV_WC_WR_FLUSH_ERR, wc_opcode(wr->opcode), 0));
-        } else if (!st(f).auto_complete) {
+            cq.wcs.push_back(
+                fake_wc(q, wr->wr_id, IBV_WC_WR_FLUSH_ERR, fake_wc_opcode(wr->opcode), 0));
+        } else if (st(f).wire && q.kind == FakeQpKind::kUD) {
+            fake_send_datagram(f, q, *wr);
+            if (q.sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED)) {
+                cq.wcs.push_back(fake_wc(q, wr->wr_id, IBV_WC_SUCCESS, IBV_WC_SEND, len));
+            }
+        } else if (!st(f).auto_complete || st(f).wire) {
             q.sq.push_back(f.sends_.back());
         } else if (q.sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED)) {
-            cq.wcs.push_back(make_wc(q, wr->wr_id, IBV_WC_SUCCESS, wc_opcode(wr->opcode), len));
+            cq.wcs.push_back(
+                fake_wc(q, wr->wr_id, IBV_WC_SUCCESS, fake_wc_opcode(wr->opcode), len));
         }
     }
     return 0;
@@ -553,7 +580,7 @@ size_t FakeVerbs::complete_sends(ibv_qp *qp, size_t n) {
         const PostedWr &wr = q.sq.front();
         if (q.sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED)) {
             st_->cqs.at(qp->send_cq)
-                ->wcs.push_back(make_wc(q, wr.wr_id, IBV_WC_SUCCESS, wc_opcode(wr.opcode),
+                ->wcs.push_back(fake_wc(q, wr.wr_id, IBV_WC_SUCCESS, fake_wc_opcode(wr.opcode),
                                         wr.length));
         }
         q.sq.pop_front();
@@ -567,7 +594,7 @@ bool FakeVerbs::deliver_recv(ibv_qp *qp, uint32_t byte_len, uint32_t src_qp, con
     if (queue.empty() || (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS)) {
         return false;
     }
-    ibv_wc wc = make_wc(q, queue.front().wr_id, IBV_WC_SUCCESS, IBV_WC_RECV, byte_len);
+    ibv_wc wc = fake_wc(q, queue.front().wr_id, IBV_WC_SUCCESS, IBV_WC_RECV, byte_len);
     wc.src_qp = src_qp;
     if (imm != nullptr) {
         wc.imm_data = *imm;

@@ -62,6 +62,7 @@ struct FakeQpObj {
 
 struct FakeMrObj {
     ibv_mr mr{};
+    int access = 0; ///< IBV_ACCESS_* it was registered with
 };
 struct FakeAhObj {
     ibv_ah ah{};
@@ -95,6 +96,8 @@ struct FakeVerbs::State {
     std::map<const ibv_srq *, std::unique_ptr<FakeSrqObj>> srqs;
     std::map<const ibv_qp *, std::unique_ptr<FakeQpObj>> qps;
     std::map<const ibv_ah *, std::unique_ptr<FakeAhObj>> ahs;
+    bool wire = false;              ///< set_wire(): datagrams and RC work travel
+    std::deque<FakeVerbs::Datagram> datagrams;
     uint32_t next_qpn = 0x100;
     uint32_t next_key = 0x1000;
     size_t busy_deregs = 0;
@@ -165,6 +168,15 @@ struct FakeOps {
     static int post_recv(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad);
     static int post_srq_recv(ibv_srq *srq, ibv_recv_wr *wr, ibv_recv_wr **bad);
 };
+
+// fake_verbs_qp.cc, shared with fake_verbs_wire.cc.
+ibv_wc fake_wc(const FakeQpObj &q, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode op,
+               uint32_t len);
+ibv_wc_opcode fake_wc_opcode(ibv_wr_opcode op);
+/// The QP enters ERR: receives and sends in flight flush, Last WQE Reached.
+void fake_enter_error(FakeVerbs &f, FakeQpObj &q);
+/// A UD send in wire mode: its datagram goes on the wire (fake_verbs_wire.cc).
+void fake_send_datagram(FakeVerbs &f, const FakeQpObj &q, const ibv_send_wr &wr);
 
 /// errno = err; return err (the int-verb convention).
 inline int fail_with(int err) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "btl_device_bench.h"
+#include "data/rdma_op_pool.h"
 #include "verbs/handles.h"
 
 using namespace roce;
@@ -93,4 +94,38 @@ TEST_CASE("Device: open fails clearly when the async fd cannot be made non-block
     CHECK(
         d.status().message() ==
         "fcntl(O_NONBLOCK) on the async event fd -1 of rxe_bond0 failed: Bad file descriptor (9)");
+}
+
+TEST_CASE("RdmaOpPool: a fixed pool of operations in a registered slab", "[btl][device][rdma]") {
+    DeviceBench b("mlx5_lag");
+    const size_t objects = b.fake.live_objects();
+    btl::RdmaOpPool pool;
+    REQUIRE(pool.init(b.dev->api(), b.dev->pd(), 3, &b.log).is_ok());
+    CHECK(b.fake.live_objects() == objects + 1); // its MR
+    CHECK(pool.lkey() != 0);
+    btl::RdmaOp *ops[3];
+    for (auto &op : ops) {
+        op = pool.get();
+        REQUIRE(op != nullptr);
+        CHECK(op->parent == nullptr); // value-initialized
+        op->chunks_left = 7;
+    }
+    CHECK(ops[0] != ops[1]);
+    CHECK(ops[1] != ops[2]);
+    CHECK(pool.get() == nullptr); // all in use
+    pool.put(ops[1]);
+    btl::RdmaOp *again = pool.get();
+    CHECK(again == ops[1]);
+    CHECK(again->chunks_left == 0); // reset on the way out
+    for (auto *op : ops) {
+        pool.put(op);
+    }
+    pool.reset();
+    CHECK(b.fake.live_objects() == objects);
+    CHECK(b.fake.busy_deregs() == 0);
+
+    b.fake.fail(testing::Call::kRegMr, ENOMEM);
+    util::Status s = pool.init(b.dev->api(), b.dev->pd(), 3, &b.log);
+    CHECK_FALSE(s.is_ok());
+    CHECK(s.message().find("RDMA operation pool") != std::string::npos);
 }

@@ -4,11 +4,11 @@
 #include <set>
 
 #include "catch.h"
-#include "credits.h"
-#include "lag.h"
-#include "locality.h"
-#include "seq_window.h"
-#include "wire.h"
+#include "proto/credits.h"
+#include "proto/lag.h"
+#include "proto/locality.h"
+#include "proto/seq_window.h"
+#include "proto/wire.h"
 
 using namespace roce::btl;
 using namespace roce::btl::wire;

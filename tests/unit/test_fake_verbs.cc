@@ -645,3 +645,261 @@ TEST_CASE("verbs handles: a failed destroy is logged with the verb, the errno an
     CHECK(verbs::last_destroy_errno() == EIO);
     CHECK(log.lines().size() == 1);
 }
+
+namespace {
+
+/// Two RC QPs of one FakeVerbs connected to each other (RTS), each with a
+/// receive queue of its own.
+struct RcPair {
+    explicit RcPair(Env &env) : e(env) {
+        a = e.qp(IBV_QPT_RC);
+        b = e.qp(IBV_QPT_RC);
+        REQUIRE((a && b));
+        connect(a.get(), b->qp_num);
+        connect(b.get(), a->qp_num);
+    }
+    void connect(ibv_qp *qp, uint32_t dest) {
+        ibv_qp_attr i{};
+        i.qp_state = IBV_QPS_INIT;
+        i.port_num = 1;
+        i.qp_access_flags =
+            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+            IBV_ACCESS_REMOTE_ATOMIC;
+        REQUIRE(e.modify(qp, i, kRcInit) == 0);
+        REQUIRE(e.modify(qp, rc_rtr(testing::fixture("mlx5_lag"), 1, dest), kRcRtr) == 0);
+        REQUIRE(e.modify(qp, rc_rts(), kRcRts) == 0);
+    }
+    int post(ibv_qp *qp, ibv_wr_opcode op, uint64_t wr_id, void *local, uint32_t len,
+             uint32_t lkey, uint64_t remote = 0, uint32_t rkey = 0) {
+        ibv_sge sge{reinterpret_cast<uintptr_t>(local), len, lkey};
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = op;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+            wr.wr.atomic.remote_addr = remote;
+            wr.wr.atomic.rkey = rkey;
+            wr.wr.atomic.compare_add = 5;
+        } else {
+            wr.wr.rdma.remote_addr = remote;
+            wr.wr.rdma.rkey = rkey;
+        }
+        ibv_send_wr *bad = nullptr;
+        return e.fake.api().post_send(qp, &wr, &bad);
+    }
+    void post_recv(ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len, uint32_t lkey) {
+        ibv_sge sge{reinterpret_cast<uintptr_t>(buf), len, lkey};
+        ibv_recv_wr rwr{};
+        rwr.wr_id = wr_id;
+        rwr.sg_list = &sge;
+        rwr.num_sge = 1;
+        ibv_recv_wr *bad = nullptr;
+        REQUIRE(e.fake.api().post_recv(qp, &rwr, &bad) == 0);
+    }
+    std::vector<ibv_wc> poll() {
+        ibv_wc wc[16];
+        int n = e.fake.api().poll_cq(e.cq.get(), 16, wc);
+        return std::vector<ibv_wc>(wc, wc + std::max(n, 0));
+    }
+    Env &e;
+    verbs::Qp a{nullptr, verbs::QpDeleter{}}, b{nullptr, verbs::QpDeleter{}};
+};
+
+} // namespace
+
+TEST_CASE("FakeVerbs wire: an RC send reaches the connected QP's receive, in order; with no "
+          "receive posted it waits (RNR, retried forever)",
+          "[fake][wire]") {
+    Env e("mlx5_lag");
+    e.fake.set_wire(true);
+    RcPair p(e);
+    char out[8] = "hello", in[16] = {};
+    verbs::Mr mr(e.fake.api().reg_mr(e.pd.get(), in, sizeof(in), IBV_ACCESS_LOCAL_WRITE),
+                 verbs::MrDeleter{&e.fake.api()});
+    REQUIRE(p.post(p.a.get(), IBV_WR_SEND, 1, out, 5, 0) == 0);
+    CHECK(e.fake.run_rc() == 0); // nothing posted at b: receiver not ready
+    CHECK(p.poll().empty());
+    p.post_recv(p.b.get(), 9, in, sizeof(in), mr->lkey);
+    CHECK(e.fake.run_rc() == 1);
+    auto wcs = p.poll();
+    REQUIRE(wcs.size() == 2);
+    CHECK(wcs[0].wr_id == 9); // b's receive
+    CHECK(wcs[0].opcode == IBV_WC_RECV);
+    CHECK(wcs[0].byte_len == 5u);
+    CHECK(wcs[0].qp_num == p.b->qp_num);
+    CHECK(wcs[0].src_qp == p.a->qp_num);
+    CHECK(std::string(in, 5) == "hello");
+    CHECK(wcs[1].wr_id == 1); // a's send
+    CHECK(wcs[1].status == IBV_WC_SUCCESS);
+}
+
+TEST_CASE("FakeVerbs wire: RDMA write, read and atomics against registered memory; a bad rkey "
+          "is a remote access error that puts both QPs in ERR",
+          "[fake][wire]") {
+    Env e("mlx5_lag");
+    e.fake.set_wire(true);
+    RcPair p(e);
+    const verbs::VerbsApi &api = e.fake.api();
+    uint64_t target[4] = {100, 0, 0, 0}, local[4] = {7, 8, 9, 0};
+    const int all = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                    IBV_ACCESS_REMOTE_ATOMIC;
+    verbs::Mr tmr(api.reg_mr(e.pd.get(), target, sizeof(target), all), verbs::MrDeleter{&api});
+    verbs::Mr ro(api.reg_mr(e.pd.get(), &target[3], 8, IBV_ACCESS_REMOTE_READ),
+                 verbs::MrDeleter{&api});
+    auto remote = [&](int i) { return reinterpret_cast<uint64_t>(&target[i]); };
+    REQUIRE(p.post(p.a.get(), IBV_WR_RDMA_WRITE, 1, &local[0], 16, 0, remote(1), tmr->rkey) == 0);
+    REQUIRE(p.post(p.a.get(), IBV_WR_RDMA_READ, 2, &local[3], 8, 0, remote(0), tmr->rkey) == 0);
+    REQUIRE(p.post(p.a.get(), IBV_WR_ATOMIC_FETCH_AND_ADD, 3, &local[2], 8, 0, remote(0),
+                   tmr->rkey) == 0);
+    CHECK(e.fake.run_rc() == 3);
+    CHECK(target[1] == 7);
+    CHECK(target[2] == 8);
+    CHECK(local[3] == 100);  // read
+    CHECK(local[2] == 100);  // the old value of the fetch-and-add
+    CHECK(target[0] == 105); // +5
+    auto wcs = p.poll();
+    REQUIRE(wcs.size() == 3);
+    for (const auto &wc : wcs) {
+        CHECK(wc.status == IBV_WC_SUCCESS);
+    }
+    // Writing where only remote reads are allowed: a remote access error.
+    REQUIRE(p.post(p.a.get(), IBV_WR_RDMA_WRITE, 4, &local[0], 8, 0, remote(3), ro->rkey) == 0);
+    REQUIRE(p.post(p.a.get(), IBV_WR_SEND, 5, &local[0], 8, 0) == 0);
+    CHECK(e.fake.run_rc() == 1);
+    wcs = p.poll();
+    REQUIRE(wcs.size() == 2);
+    CHECK(wcs[0].wr_id == 4);
+    CHECK(wcs[0].status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(wcs[1].wr_id == 5);
+    CHECK(wcs[1].status == IBV_WC_WR_FLUSH_ERR);
+    CHECK(e.fake.qp_state(p.a.get()) == IBV_QPS_ERR);
+    CHECK(e.fake.qp_state(p.b.get()) == IBV_QPS_ERR);
+    CHECK(target[3] == 0);
+}
+
+TEST_CASE("FakeVerbs wire: a responder that does not answer is retry exceeded; a broken link "
+          "may lose the ACKs of what arrived",
+          "[fake][wire]") {
+    Env e("mlx5_lag");
+    e.fake.set_wire(true);
+    char buf[8] = "abc", in[3][8] = {};
+    verbs::Mr mr(e.fake.api().reg_mr(e.pd.get(), in, sizeof(in), IBV_ACCESS_LOCAL_WRITE),
+                 verbs::MrDeleter{&e.fake.api()});
+    {
+        RcPair p(e);
+        ibv_qp_attr err{};
+        err.qp_state = IBV_QPS_ERR;
+        REQUIRE(e.modify(p.b.get(), err, IBV_QP_STATE) == 0);
+        (void)p.poll();
+        REQUIRE(p.post(p.a.get(), IBV_WR_SEND, 1, buf, 3, 0) == 0);
+        REQUIRE(p.post(p.a.get(), IBV_WR_SEND, 2, buf, 3, 0) == 0);
+        CHECK(e.fake.run_rc() == 1);
+        auto wcs = p.poll();
+        REQUIRE(wcs.size() == 2);
+        CHECK(wcs[0].status == IBV_WC_RETRY_EXC_ERR);
+        CHECK(wcs[1].status == IBV_WC_WR_FLUSH_ERR);
+        CHECK(e.fake.qp_state(p.a.get()) == IBV_QPS_ERR);
+    }
+    RcPair p(e);
+    for (int i = 0; i < 3; ++i) {
+        p.post_recv(p.b.get(), 10 + static_cast<uint64_t>(i), in[i], 8, mr->lkey);
+        REQUIRE(p.post(p.a.get(), IBV_WR_SEND, 1 + static_cast<uint64_t>(i), buf, 3, 0) == 0);
+    }
+    e.fake.break_qp(p.a.get(), IBV_WC_RETRY_EXC_ERR, 2);
+    auto wcs = p.poll();
+    // b has the first two; a sees the first fail and the rest flush; b's
+    // third receive stays posted.
+    REQUIRE(wcs.size() == 5);
+    CHECK(wcs[0].wr_id == 10);
+    CHECK(wcs[0].status == IBV_WC_SUCCESS);
+    CHECK(wcs[1].wr_id == 11);
+    CHECK(wcs[1].status == IBV_WC_SUCCESS);
+    CHECK(wcs[2].wr_id == 1);
+    CHECK(wcs[2].status == IBV_WC_RETRY_EXC_ERR);
+    CHECK(wcs[3].status == IBV_WC_WR_FLUSH_ERR);
+    CHECK(wcs[4].status == IBV_WC_WR_FLUSH_ERR);
+    CHECK(e.fake.qp_state(p.b.get()) == IBV_QPS_RTS);
+}
+
+TEST_CASE("FakeVerbs wire: UD datagrams wait on the wire; delivered with the GRH a RoCE v2 "
+          "device writes, dropped on a wrong qkey or with no receive posted",
+          "[fake][wire]") {
+    Env e("mlx5_lag");
+    e.fake.set_wire(true);
+    const verbs::VerbsApi &api = e.fake.api();
+    auto to_rts = [&](ibv_qp *qp) {
+        REQUIRE(e.modify(qp, ud_init(), kUdInit) == 0);
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_RTR;
+        REQUIRE(e.modify(qp, a, IBV_QP_STATE) == 0);
+        a.qp_state = IBV_QPS_RTS;
+        REQUIRE(e.modify(qp, a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+    };
+    auto tx = e.qp(IBV_QPT_UD), rx = e.qp(IBV_QPT_UD);
+    to_rts(tx.get());
+    to_rts(rx.get());
+    uint8_t in[128] = {};
+    char out[6] = "hello";
+    verbs::Mr mr(api.reg_mr(e.pd.get(), in, sizeof(in), IBV_ACCESS_LOCAL_WRITE),
+                 verbs::MrDeleter{&api});
+    ibv_ah_attr ah_attr{};
+    ah_attr.is_global = 1;
+    ah_attr.port_num = 1;
+    ah_attr.grh.sgid_index = 3; // an IPv4-mapped RoCE v2 GID of the fixture
+    const topo::Snapshot &s = testing::fixture("mlx5_lag");
+    const topo::GidEntry *slot3 = nullptr;
+    for (const auto &g : s.devices[0].ports[0].gids) {
+        slot3 = g.index == 3 ? &g : slot3;
+    }
+    REQUIRE(slot3);
+    std::memcpy(ah_attr.grh.dgid.raw, slot3->gid.data(), 16);
+    verbs::Ah ah(api.create_ah(e.pd.get(), &ah_attr), verbs::AhDeleter{&api});
+    REQUIRE(ah);
+    auto send = [&](uint32_t qkey) {
+        ibv_sge sge{reinterpret_cast<uintptr_t>(out), 5, 0};
+        ibv_send_wr wr{};
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_SEND;
+        wr.wr.ud.ah = ah.get();
+        wr.wr.ud.remote_qpn = rx->qp_num;
+        wr.wr.ud.remote_qkey = qkey;
+        ibv_send_wr *bad = nullptr;
+        REQUIRE(api.post_send(tx.get(), &wr, &bad) == 0);
+    };
+    send(0x1ee7a330);
+    send(0x1234);
+    REQUIRE(e.fake.datagrams().size() == 2);
+    CHECK_FALSE(e.fake.deliver_datagram(e.fake.datagrams()[0])); // no receive posted
+    ibv_sge rsge{reinterpret_cast<uintptr_t>(in), sizeof(in), mr->lkey};
+    ibv_recv_wr rwr{};
+    rwr.wr_id = 5;
+    rwr.sg_list = &rsge;
+    rwr.num_sge = 1;
+    ibv_recv_wr *rbad = nullptr;
+    REQUIRE(api.post_recv(rx.get(), &rwr, &rbad) == 0);
+    CHECK_FALSE(e.fake.deliver_datagram(e.fake.datagrams()[1])); // wrong qkey
+    testing::FakeVerbs::Datagram elsewhere = e.fake.datagrams()[0];
+    elsewhere.dgid[15] ^= 0x55; // an address no port here has
+    CHECK_FALSE(e.fake.deliver_datagram(elsewhere));
+    REQUIRE(e.fake.deliver_datagram(e.fake.datagrams()[0]));
+    ibv_wc wc{};
+    REQUIRE(api.poll_cq(e.cq.get(), 1, &wc) == 1);
+    CHECK(wc.wr_id == 5);
+    CHECK(wc.byte_len == 40u + 5u);
+    CHECK((wc.wc_flags & IBV_WC_GRH) != 0);
+    CHECK(wc.src_qp == tx->qp_num);
+    CHECK(in[20] == 0x45); // IPv4 header in the GRH's last 20 bytes
+    CHECK(std::memcmp(in + 32, slot3->gid.data() + 12, 4) == 0); // the source address
+    uint32_t sum = 0; // a valid header sums to 0xffff
+    for (int i = 20; i < 40; i += 2) {
+        sum += static_cast<uint32_t>(in[i] << 8 | in[i + 1]);
+    }
+    while (sum >> 16) {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    CHECK(sum == 0xffff);
+    CHECK(std::string(reinterpret_cast<char *>(in) + 40, 5) == "hello");
+}

@@ -33,7 +33,7 @@
 #include <thread>
 #include <vector>
 
-#include "wire.h"
+#include "proto/wire.h"
 
 using namespace roce::btl;
 

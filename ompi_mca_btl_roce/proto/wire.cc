@@ -1,5 +1,5 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
-#include "wire.h"
+#include "proto/wire.h"
 
 #include <cstring>
 

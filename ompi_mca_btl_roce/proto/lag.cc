@@ -1,5 +1,5 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
-#include "lag.h"
+#include "proto/lag.h"
 
 namespace roce::btl {
 

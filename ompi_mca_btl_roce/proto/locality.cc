@@ -1,5 +1,5 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
-#include "locality.h"
+#include "proto/locality.h"
 
 #include <hwloc.h>
 

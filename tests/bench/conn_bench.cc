@@ -1,0 +1,404 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+// conn_bench: what the addressing work of connecting to N peers costs, the
+// way the btl does it at 668a22a (a full machine read, topo::read_live, for
+// every QP transition, every address handle and every revalidation) against
+// topo::SnapshotCache (one machine read, then nothing until an event says
+// what to read again). Not a timed test: it measures and prints; results
+// and how to read them: docs/perf/connection.md.
+//
+// The machine is synthetic and served by FakeVerbs (tests/unit): 8 RDMA
+// devices mlx5_bond_0..7 with one RoCE port each, each port on an 802.3ad
+// bond of two members with 63 VLANs, 256 GIDs per port (per netdev:
+// link-local and IPv4, RoCE v1 and v2), 528 netdevs. Per peer, the work a
+// connection does at the common/ layer, as the btl drives it:
+//   select_path (the policy, on the held snapshot: no read in either mode),
+//   ensure_ah (snapshot + preflight_ah + ibv_create_ah),
+//   an RC QP: ibv_create_qp and 3 preflighted transitions (QueuePair),
+//   revalidate (snapshot + "is the selection still valid").
+// The btl itself is not driven (it cannot be over FakeVerbs before its
+// restructuring lands); the netdev half of a read is an in-memory copy of
+// the synthetic netdevs, so a real read_live (sysfs + getifaddrs) costs more
+// than the "before" column shows. Counts are exact; wall time depends on
+// the machine's load.
+//
+// usage: conn_bench [--peers N,N,...] [--mode before|after|both]
+#include <malloc.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "fake_verbs.h"
+#include "qp/preflight.h"
+#include "qp/queue_pair.h"
+#include "qp/transitions.h"
+#include "select/path.h"
+#include "topo/live_reader.h"
+#include "topo/readers.h"
+#include "topo/snapshot_cache.h"
+
+// ---- allocation counting (this program only) ------------------------------
+
+namespace {
+std::atomic<uint64_t> g_allocs{0};
+std::atomic<int64_t> g_live_bytes{0};
+} // namespace
+
+void *operator new(size_t n) {
+    void *p = std::malloc(n == 0 ? 1 : n);
+    if (p == nullptr) {
+        throw std::bad_alloc();
+    }
+    g_allocs.fetch_add(1, std::memory_order_relaxed);
+    g_live_bytes.fetch_add(static_cast<int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
+    return p;
+}
+void operator delete(void *p) noexcept {
+    if (p != nullptr) {
+        g_live_bytes.fetch_sub(static_cast<int64_t>(malloc_usable_size(p)),
+                               std::memory_order_relaxed);
+        std::free(p);
+    }
+}
+void operator delete(void *p, size_t) noexcept {
+    operator delete(p);
+}
+
+using namespace roce;
+
+namespace {
+
+constexpr int kDevices = 8;
+constexpr int kVlans = 63; ///< per bond: 64 netdevs x 4 GIDs = 256 GIDs per port
+constexpr int kGidsPerNetdev = 4;
+
+std::array<uint8_t, 16> v4_gid(int a, int b, int c, int d) {
+    return util::IpAddress::v4({static_cast<uint8_t>(a), static_cast<uint8_t>(b),
+                                static_cast<uint8_t>(c), static_cast<uint8_t>(d)})
+        .to_gid();
+}
+
+std::array<uint8_t, 16> link_local(int dev) {
+    std::array<uint8_t, 16> g{};
+    g[0] = 0xfe;
+    g[1] = 0x80;
+    g[8] = 0x02;
+    g[9] = 0x1a;
+    g[10] = 0x2b;
+    g[11] = 0xff;
+    g[12] = 0xfe;
+    g[15] = static_cast<uint8_t>(dev);
+    return g;
+}
+
+/// The synthetic machine (see the top of the file).
+topo::Snapshot synthetic_machine() {
+    topo::Snapshot s;
+    s.source = "synthetic";
+    int ifindex = 2;
+    for (int d = 0; d < kDevices; ++d) {
+        std::string bond = "bond" + std::to_string(d);
+        std::vector<std::string> members = {"ens" + std::to_string(d) + "f0np0",
+                                            "ens" + std::to_string(d) + "f1np1"};
+        for (const auto &m : members) {
+            topo::NetdevInfo n;
+            n.name = m;
+            n.ifindex = ifindex++;
+            n.mtu = 9000;
+            n.operstate = topo::OperState::kUp;
+            n.carrier = n.admin_up = true;
+            n.master = bond;
+            n.bond_slave = topo::BondSlaveInfo{};
+            s.netdevs.push_back(n);
+        }
+        topo::DeviceInfo dev;
+        dev.name = "mlx5_bond_" + std::to_string(d);
+        dev.phys_port_cnt = 1;
+        dev.num_lag_ports = 2;
+        topo::PortInfo port;
+        port.port = 1;
+        port.state = topo::PortState::kActive;
+        port.link_layer = topo::LinkLayer::kEthernet;
+        port.active_mtu = 4096;
+        port.gid_tbl_len = 256;
+        port.pkey_tbl_len = 1;
+        port.pkeys = {0xffff};
+        for (int v = 0; v <= kVlans; ++v) {
+            topo::NetdevInfo n;
+            n.name = v == 0 ? bond : bond + "." + std::to_string(100 + v);
+            n.ifindex = ifindex++;
+            n.kind = v == 0 ? "bond" : "vlan";
+            n.mtu = v % 2 == 0 ? 9000 : 1500;
+            n.operstate = topo::OperState::kUp;
+            n.carrier = n.admin_up = true;
+            if (v == 0) {
+                topo::BondInfo b;
+                b.mode = topo::BondMode::k8023ad;
+                b.slaves = members;
+                b.xmit_hash_policy = "layer3+4";
+                n.bond = b;
+            } else {
+                n.parent = bond;
+                n.vlan_id = 100 + v;
+            }
+            auto ll = link_local(d);
+            auto v4 = v4_gid(10, d, v, 11);
+            n.addresses.push_back({util::IpAddress::from_gid(v4), 24});
+            n.addresses.push_back({util::IpAddress::from_gid(ll), 64});
+            int base = v * kGidsPerNetdev;
+            int k = 0;
+            for (const auto &gid : {ll, v4}) {
+                for (auto type : {topo::GidType::kRoceV1, topo::GidType::kRoceV2}) {
+                    topo::GidEntry g;
+                    g.index = base + k++;
+                    g.gid = gid;
+                    g.type = type;
+                    g.netdev = n.name;
+                    g.netdev_ifindex = n.ifindex;
+                    port.gids.push_back(g);
+                }
+            }
+            s.netdevs.push_back(std::move(n));
+        }
+        dev.ports.push_back(std::move(port));
+        s.devices.push_back(std::move(dev));
+    }
+    return s;
+}
+
+/// Peer p: a RoCE v2 IPv4 address on one of bond0's 64 subnets (with its
+/// prefix, as the modex carries it) and a link-local one.
+select::PeerPort peer_of(int p) {
+    select::PeerPort pp;
+    pp.peer.name = "rank " + std::to_string(p);
+    select::PeerAddress a;
+    a.address = util::IpAddress::from_gid(v4_gid(10, 0, p % (kVlans + 1), 20 + p / (kVlans + 1)));
+    a.prefix_len = 24;
+    a.type = topo::GidType::kRoceV2;
+    pp.peer.addresses.push_back(a);
+    select::PeerAddress ll;
+    ll.address = util::IpAddress::from_gid(link_local(100));
+    ll.prefix_len = 64;
+    ll.type = topo::GidType::kRoceV2;
+    pp.peer.addresses.push_back(ll);
+    pp.path_mtu = IBV_MTU_4096;
+    return pp;
+}
+
+/// What a connected peer keeps: its path's one selection, the remote GID,
+/// the address handle and the RC QP.
+struct Connected {
+    select::Selection selection;
+    std::array<uint8_t, 16> remote{};
+    verbs::Ah ah{nullptr, verbs::AhDeleter{}};
+    std::unique_ptr<qp::QueuePair> qp;
+};
+
+struct Result {
+    double seconds = 0;
+    uint64_t machine_reads = 0, device_reads = 0, netdev_reads = 0, opens = 0;
+    uint64_t allocs = 0;
+    int64_t live_bytes = 0;
+    int failures = 0;
+};
+
+/// Where each mode gets the snapshot for one check.
+struct Mode {
+    std::function<util::Result<std::shared_ptr<const topo::Snapshot>>()> snapshot;
+    qp::SharedSnapshotSource qp_source;
+};
+
+Result connect_all(int peers, bool cached) {
+    static const topo::Snapshot machine = synthetic_machine();
+    testing::FakeVerbs fake(machine);
+    const verbs::VerbsApi &api = fake.api();
+    uint64_t full_reads = 0, netdev_reads = 0;
+    topo::NetdevReader netdevs = [&]() -> util::Result<std::vector<topo::NetdevInfo>> {
+        ++netdev_reads;
+        return machine.netdevs;
+    };
+    topo::MachineReader read_machine = [&]() {
+        ++full_reads;
+        return topo::read_live(api, netdevs);
+    };
+    topo::CacheSources src;
+    src.machine = read_machine;
+    src.device = topo::verbs_device_reader(api);
+    src.netdevs = netdevs;
+    topo::SnapshotCache cache(src);
+    cache.set_monitored(true); // the netlink monitor feeds it (netmon::feed_cache)
+    const std::string device = "mlx5_bond_0";
+    Mode mode;
+    if (cached) {
+        mode.snapshot = [&]() -> util::Result<std::shared_ptr<const topo::Snapshot>> {
+            auto v = cache.view_for(device);
+            if (!v) {
+                return v.status();
+            }
+            return v->snapshot;
+        };
+        mode.qp_source = qp::cache_snapshot_source(cache, device);
+    } else {
+        mode.snapshot = [&]() -> util::Result<std::shared_ptr<const topo::Snapshot>> {
+            auto s = read_machine();
+            if (!s) {
+                return s.status();
+            }
+            return std::make_shared<const topo::Snapshot>(std::move(s.value()));
+        };
+        mode.qp_source = qp::shared_snapshot_source(read_machine);
+    }
+
+    int n = 0;
+    verbs::DeviceList list(api.get_device_list(&n), verbs::DeviceListDeleter{&api});
+    verbs::Context ctx(api.open_device(list[0]), verbs::ContextDeleter{&api});
+    verbs::Pd pd(api.alloc_pd(ctx.get()), verbs::PdDeleter{&api});
+    verbs::Cq cq(api.create_cq(ctx.get(), 64, nullptr, nullptr, 0), verbs::CqDeleter{&api});
+    // The port's plan: the snapshot the policy chooses from (held, as the
+    // btl's PortPlan holds it). Taken before counting.
+    auto held = mode.snapshot();
+    if (!held) {
+        std::fprintf(stderr, "conn_bench: %s\n", held.status().message().c_str());
+        std::exit(1);
+    }
+    std::shared_ptr<const topo::Snapshot> plan = *held;
+    select::Options options;
+    std::vector<Connected> conns;
+    conns.reserve(static_cast<size_t>(peers));
+
+    Result r;
+    uint64_t reads0 = full_reads, nd0 = netdev_reads;
+    uint64_t dev0 = cache.stats().device_reads;
+    int opens0 = fake.calls(testing::Call::kOpenDevice);
+    uint64_t allocs0 = g_allocs.load();
+    int64_t live0 = g_live_bytes.load();
+    auto t0 = std::chrono::steady_clock::now();
+    for (int p = 0; p < peers; ++p) {
+        if (cached && p == peers / 2 && peers > 1) {
+            // One GID_CHANGE half-way: the monitor's event marks the device.
+            cache.invalidate_device(device);
+        }
+        Connected c;
+        select::PathDecision d =
+            select::select_path(*plan, {device, 1}, options, peer_of(p), false);
+        if (!d.ok()) {
+            ++r.failures;
+            continue;
+        }
+        c.selection = *d.selection;
+        c.remote = d.remote_gid;
+        // ensure_ah
+        ibv_ah_attr ah = qp::build_ah_attr(c.selection, c.remote, qp::QpParams{});
+        auto snap = mode.snapshot();
+        if (snap) {
+            qp::PreflightResult pf = qp::preflight_ah(**snap, c.selection, ah);
+            r.failures += pf.ok() ? 0 : 1;
+        }
+        c.ah = verbs::Ah(api.create_ah(pd.get(), &ah), verbs::AhDeleter{&api});
+        // The RC QP and its three transitions.
+        ibv_qp_init_attr init{};
+        init.send_cq = cq.get();
+        init.recv_cq = cq.get();
+        init.qp_type = IBV_QPT_RC;
+        init.cap = {16, 16, 1, 1, 0};
+        verbs::Qp raw(api.create_qp(pd.get(), &init), verbs::QpDeleter{&api});
+        c.qp = std::make_unique<qp::QueuePair>(api, std::move(raw), qp::QpType::kRC, c.selection,
+                                               mode.qp_source, false, nullptr);
+        qp::RemoteEnd remote{c.remote, 0x100u + static_cast<uint32_t>(p), 0};
+        bool ok =
+            c.qp->to_init().is_ok() && c.qp->to_rtr(&remote).is_ok() && c.qp->to_rts().is_ok();
+        r.failures += ok ? 0 : 1;
+        // revalidate
+        auto again = mode.snapshot();
+        if (!again ||
+            select::revalidate(c.selection, **again).validity != select::Validity::kUnchanged) {
+            ++r.failures;
+        }
+        conns.push_back(std::move(c));
+    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.allocs = g_allocs.load() - allocs0;
+    r.live_bytes = g_live_bytes.load() - live0;
+    r.machine_reads = full_reads - reads0;
+    r.netdev_reads = netdev_reads - nd0 - r.machine_reads; // those outside full reads
+    r.device_reads = cache.stats().device_reads - dev0;
+    r.opens = static_cast<uint64_t>(fake.calls(testing::Call::kOpenDevice) - opens0);
+    return r;
+}
+
+std::vector<int> parse_list(const char *s) {
+    std::vector<int> out;
+    while (*s != '\0') {
+        char *end = nullptr;
+        out.push_back(static_cast<int>(std::strtol(s, &end, 10)));
+        s = *end == ',' ? end + 1 : end;
+        if (end == nullptr || (*end != ',' && *end != '\0')) {
+            break;
+        }
+    }
+    return out;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    std::vector<int> peers = {1, 64, 1024, 4096};
+    std::string which = "both";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (std::strcmp(argv[i], "--peers") == 0) {
+            peers = parse_list(argv[i + 1]);
+        } else if (std::strcmp(argv[i], "--mode") == 0) {
+            which = argv[i + 1];
+        } else {
+            std::fprintf(stderr,
+                         "usage: conn_bench [--peers N,N,...] [--mode before|after|both]\n");
+            return 2;
+        }
+    }
+    {
+        int64_t before = g_live_bytes.load();
+        auto copy = std::make_shared<const topo::Snapshot>(synthetic_machine());
+        std::printf("# one snapshot of the synthetic machine: %lld bytes, %zu devices, %zu "
+                    "netdevs\n",
+                    static_cast<long long>(g_live_bytes.load() - before), copy->devices.size(),
+                    copy->netdevs.size());
+    }
+    std::printf("# %-7s %6s %10s %10s %8s %8s %8s %12s %12s %14s %8s\n", "mode", "peers", "seconds",
+                "us/peer", "machine", "device", "netdev", "dev opens", "allocs/peer", "bytes/peer",
+                "failed");
+    int failed = 0;
+    for (int n : peers) {
+        for (bool cached : {false, true}) {
+            if ((cached && which == "before") || (!cached && which == "after")) {
+                continue;
+            }
+            Result r = connect_all(n, cached);
+            const char *m = cached ? "after" : "before";
+            std::printf("# %-7s %6d %10.3f %10.1f %8llu %8llu %8llu %12llu %12.0f %14.0f %8d\n", m,
+                        n, r.seconds, 1e6 * r.seconds / n, (unsigned long long)r.machine_reads,
+                        (unsigned long long)r.device_reads, (unsigned long long)r.netdev_reads,
+                        (unsigned long long)r.opens, double(r.allocs) / n, double(r.live_bytes) / n,
+                        r.failures);
+            std::printf("conn_bench,%s,%d,seconds,%.6f\n", m, n, r.seconds);
+            std::printf("conn_bench,%s,%d,machine_reads,%llu\n", m, n,
+                        (unsigned long long)r.machine_reads);
+            std::printf("conn_bench,%s,%d,device_reads,%llu\n", m, n,
+                        (unsigned long long)r.device_reads);
+            std::printf("conn_bench,%s,%d,netdev_reads,%llu\n", m, n,
+                        (unsigned long long)r.netdev_reads);
+            std::printf("conn_bench,%s,%d,device_opens,%llu\n", m, n, (unsigned long long)r.opens);
+            std::printf("conn_bench,%s,%d,allocs_per_peer,%.1f\n", m, n, double(r.allocs) / n);
+            std::printf("conn_bench,%s,%d,live_bytes_per_peer,%.1f\n", m, n,
+                        double(r.live_bytes) / n);
+            std::fflush(stdout);
+            failed += r.failures;
+        }
+    }
+    return failed == 0 ? 0 : 1;
+}
