@@ -8,6 +8,7 @@
 #include "btl_roce_module.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "util/net.h"
 #include "util/strings.h"
@@ -93,7 +94,7 @@ bool Module::revalidate_path(Endpoint &ep, const std::shared_ptr<const topo::Sna
     fresh.snapshot = snap;
     auto choice = choose_path(fresh, ep.peer_port_);
     if (!choice) {
-        log_.write(LogLevel::kWarn,
+        report("address changed",
                    util::format("%s: our address %s is gone and no other reaches the peer: %s",
                                 ep.label.c_str(), gid_text(ep.path_.sgid).c_str(),
                                 choice.status().message().c_str()));
@@ -260,7 +261,15 @@ void Module::path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected) {
     retry_rdma(ep);
 }
 
-void Module::path_lost(Peer &peer, size_t i) { ++ep_of(peer).paths_[i].tx.stats.failovers; }
+void Module::path_lost(Peer &peer, size_t i) {
+    ++ep_of(peer).paths_[i].tx.stats.failovers;
+    // Explained once per process; every failure has its own warning line.
+    static std::atomic<bool> shown{false};
+    if (!shown.exchange(true)) {
+        report("path failed", util::format("%s:%d: path %zu to %s", plan_.device.c_str(),
+                                           plan_.port, i, ep_of(peer).label.c_str()));
+    }
+}
 
 void Module::peer_moved(Peer &peer, const wire::Gid &from) {
     Endpoint &ep = ep_of(peer);
@@ -292,9 +301,10 @@ void Module::peer_moved(Peer &peer, const wire::Gid &from) {
         }
         auto choice = choose_path(plan_, only);
         if (!choice) {
-            log_.write(LogLevel::kWarn, util::format("%s moved to %s, which no local GID reaches: %s",
-                                                     ep.label.c_str(), gid_text(from).c_str(),
-                                                     choice.status().message().c_str()));
+            report("no reachable gid",
+                       util::format("%s moved to %s, which no local GID reaches: %s",
+                                    ep.label.c_str(), gid_text(from).c_str(),
+                                    choice.status().message().c_str()));
             return;
         }
         c = choice.value();

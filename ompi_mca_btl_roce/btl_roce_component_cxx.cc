@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "opal/constants.h"
 #include "opal/mca/btl/base/base.h"
@@ -19,6 +21,7 @@
 #include "btl_roce_log.h"
 #include "btl_roce_mca.h"
 #include "btl_roce_module.h"
+#include "btl_roce_pvars.h"
 #include "proto/locality.h"
 #include "opal_env.h"
 #include "netmon/monitor.h"
@@ -151,6 +154,25 @@ void start_monitor(util::LogSink &log) {
     g_state->monitor = std::move(mon);
 }
 
+// No port for this process: a reason at verbose level, and an error only
+// when the user asked for something specific (btl_roce_if_include, or a
+// pinned btl_roce_gid_index that no port can honour) - without RoCE
+// hardware every ob1 job initialises this btl and must stay quiet.
+void not_used(util::LogSink &log, const std::string &why) {
+    const mca_btl_roce_params_t &p = mca_btl_roce_component.params;
+    std::vector<std::string> asked;
+    if (p.if_include != nullptr && p.if_include[0] != '\0') {
+        asked.push_back(util::format("btl_roce_if_include = %s", p.if_include));
+    }
+    if (p.gid_index >= 0) {
+        asked.push_back(util::format("btl_roce_gid_index = %d", p.gid_index));
+    }
+    if (!asked.empty()) {
+        show_error("no usable port", util::join(asked, ", ") + ": " + why);
+    }
+    log.write(util::LogLevel::kInfo, "not used: " + why);
+}
+
 // What a module takes from Open MPI and rdma-core (opal_env.h).
 ModuleEnv module_env(util::LogSink &log) {
     ModuleEnv env;
@@ -160,6 +182,7 @@ ModuleEnv module_env(util::LogSink &log) {
     env.peers = &g_state->peers;
     env.registry = [&log](Device &dev) { return grdma_registry(dev, log); };
     env.finalized = mca_btl_roce_component_module_finalized;
+    env.report = [](const char *topic, const std::string &detail) { show_error(topic, detail); };
     return env;
 }
 
@@ -183,7 +206,7 @@ mca_btl_base_module_t **init(int *num_btls) {
     // read or select.
     std::string why = topo::explain_unusable(topo::probe_ports(verbs::real_verbs()));
     if (!why.empty()) {
-        log.write(util::LogLevel::kInfo, "not used: " + why);
+        not_used(log, why);
         return nullptr;
     }
     auto snap = topo::read_live(verbs::real_verbs(), topo::live_netdev_reader());
@@ -200,7 +223,7 @@ mca_btl_base_module_t **init(int *num_btls) {
     }
     plans = near_plans(std::move(plans), log);
     if (plans.empty()) {
-        log.write(util::LogLevel::kInfo, "not used: no RoCE port could be set up");
+        not_used(log, skipped.empty() ? "no RoCE port could be set up" : util::join(skipped, "; "));
         return nullptr;
     }
     // The secret that proves our connection messages are ours (docs/security.md).
@@ -222,7 +245,7 @@ mca_btl_base_module_t **init(int *num_btls) {
         if (!m) {
             // A port the policy accepted but that cannot be set up is worth
             // an error: this is the reported failure, said precisely.
-            show_error("port setup failed",
+            show_error(setup_failure_topic(m.status()),
                        util::format("%s:%d: %s", plan.device.c_str(), plan.port,
                                     m.status().message().c_str()));
             continue;
@@ -252,6 +275,17 @@ mca_btl_base_module_t **init(int *num_btls) {
 }
 
 } // namespace
+
+BtlCounters collect_counters() {
+    BtlCounters c;
+    if (g_state) {
+        for (auto &m : g_state->modules) {
+            m->read_counters(c);
+        }
+    }
+    return c;
+}
+
 } // namespace roce::btl
 
 using roce::btl::g_state;
@@ -291,10 +325,9 @@ mca_btl_base_module_t **mca_btl_roce_component_init_cxx(int *num_btls, bool, boo
         }
         return roce::btl::init(num_btls);
     } catch (const std::exception &e) {
-        opal_output(0, "btl roce: internal error during init: %s; the roce BTL is disabled",
-                    e.what());
+        roce::btl::show_error("internal error", std::string("during init: ") + e.what());
     } catch (...) {
-        opal_output(0, "btl roce: internal error during init; the roce BTL is disabled");
+        roce::btl::show_error("internal error", "during init (an unknown exception)");
     }
     if (g_state) {
         g_state->modules.clear();

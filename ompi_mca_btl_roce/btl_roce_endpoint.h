@@ -26,10 +26,16 @@ namespace roce::btl {
 
 class Module;
 
-/// Counters of one path, printed at finalize (btl_roce_verbose >= 10).
+/// Counters of one path, printed at finalize (btl_roce_verbose >= 10) and
+/// published as MPI_T performance variables (btl_roce_pvars.cc).
 struct PathStats {
     uint64_t bytes = 0;       ///< payload bytes sent (sends and RDMA)
     uint64_t messages = 0;    ///< sends and RDMA operations completed
+    uint64_t bytes_received = 0;    ///< payload bytes of data fragments delivered
+    uint64_t messages_received = 0; ///< data fragments delivered
+    uint64_t rdma_reads = 0;        ///< RDMA reads posted (chunks of a striped get count once each)
+    uint64_t rdma_writes = 0;       ///< RDMA writes posted (likewise)
+    uint64_t credit_stalls = 0;     ///< sends queued because this endpoint's paths had no credit
     uint64_t retransmits = 0; ///< fragments resent after this path failed
     uint64_t failovers = 0;   ///< times this path failed while carrying traffic
     uint64_t reconnects = 0;  ///< times it was connected again after a failure

@@ -63,12 +63,20 @@ void show_error(const char *topic, const std::string &message) noexcept {
     std::string path = std::string(ROCE_HELP_DIR) + "/" + kHelpFile;
     const char *host = opal_process_info.nodename ? opal_process_info.nodename : "?";
     if (access(path.c_str(), R_OK) == 0) {
-        opal_show_help_add_dir(ROCE_HELP_DIR);
+        // Open MPI appends to its search list on every call: add ours once.
+        static const bool added = opal_show_help_add_dir(ROCE_HELP_DIR) == OPAL_SUCCESS;
+        (void)added;
         opal_show_help(kHelpFile, topic, true, host, message.c_str());
         return;
     }
     // Not installed (running from the build tree): the same text, unaggregated.
     opal_output(0, "btl roce [%s]: error: %s", host, message.c_str());
+}
+
+const char *setup_failure_topic(const util::Status &status) noexcept {
+    // qp/ formats every refused transition as "ibv_modify_qp(TYPE, A->B) ...".
+    return status.message().find("ibv_modify_qp(") != std::string::npos ? "qp transition failed"
+                                                                        : "port setup failed";
 }
 
 } // namespace roce::btl

@@ -29,10 +29,15 @@ private:
 /// Maps a Status to the closest OPAL_ERR_* code (OPAL_SUCCESS when ok).
 int to_opal(const util::Status &status) noexcept;
 
-/// Shows a user-facing error once per process, through opal_show_help when
-/// our help file is installed (so mpirun aggregates the same message from
-/// many ranks), else directly on stderr. `topic` is a section of
-/// help-mpi-btl-roce.txt taking (hostname, message).
+/// Shows a user-facing error through opal_show_help when our help file is
+/// installed (so mpirun prints each topic once and counts the processes
+/// that sent it too), else as one line on stderr. `topic` is a section of
+/// help-mpi-btl-roce.txt taking (hostname, message). Thread-safe.
 void show_error(const char *topic, const std::string &message) noexcept;
+
+/// The help topic for a port whose setup failed with `status`: "qp
+/// transition failed" when a queue-pair transition was refused (the
+/// message is the qp/ diagnostic paragraph), else "port setup failed".
+const char *setup_failure_topic(const util::Status &status) noexcept;
 
 } // namespace roce::btl

@@ -7,6 +7,7 @@
 #include "opal/mca/btl/base/base.h"
 
 #include "btl_roce.h"
+#include "btl_roce_pvars.h"
 #include "util/params.h"
 #include "util/strings.h"
 #include "proto/wire.h"
@@ -107,11 +108,14 @@ int register_params() noexcept {
             MCA_BASE_VAR_TYPE_UNSIGNED_INT, nullptr, OPAL_INFO_LVL_5, &p.qkey);
 
         p.verbose = 0;
+        // Open MPI's verbosity names (none, error, component, warn, info,
+        // trace, debug, max) as well as numbers, like btl_base_verbose.
         reg("verbose",
             "Verbosity of the roce BTL: 0 errors and warnings only, 10 device/port/GID "
-            "decisions and why, 50 connection events, 90 per-operation tracing. "
+            "decisions and why, 50 connection events, 90 per-operation tracing; Open MPI's "
+            "names (error, component, warn, info, trace, debug, max) work too. "
             "btl_base_verbose raises it too.",
-            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_3, &p.verbose);
+            MCA_BASE_VAR_TYPE_INT, &mca_base_var_enum_verbose, OPAL_INFO_LVL_3, &p.verbose);
 
         p.srq_size = 512;
         reg("srq_size",
@@ -187,6 +191,7 @@ int register_params() noexcept {
         // rdma_pipeline_*,...} parameters, over the btl's defaults.
         btl_defaults(g_generic, &mca_btl_roce_component.super);
         (void)mca_btl_base_param_register(component(), &g_generic);
+        register_pvars();
         return OPAL_SUCCESS;
     } catch (...) {
         return OPAL_ERR_OUT_OF_RESOURCE;

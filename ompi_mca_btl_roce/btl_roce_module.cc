@@ -384,7 +384,7 @@ mca_btl_base_registration_handle_t *Module::register_mem(void *base, size_t size
         warned_registration_ = true;
         OPAL_THREAD_UNLOCK(&lock_);
         if (first) {
-            log_.write(util::LogLevel::kWarn,
+            report("registration failed",
                        util::format("%s: cannot register %zu bytes for RDMA (%s); large "
                                     "messages fall back to copying through send buffers",
                                     plan_.device.c_str(), size, memlock_limit_text().c_str()));

@@ -21,6 +21,7 @@
 #include "btl_roce_endpoint.h"
 #include "connection/manager.h"
 #include "connection/retire.h"
+#include "counters.h"
 #include "data/rdma_op_pool.h"
 #include "proto/lag.h"
 #include "netmon/event_queue.h"
@@ -133,6 +134,11 @@ struct ModuleEnv {
     std::function<double()> clock;
     /// btl_finalize: the owner forgets the module and deletes it (an OPAL code).
     std::function<int(mca_btl_base_module_t *)> finalized;
+    /// A user-facing error: `topic` names its cause (a section of
+    /// help-mpi-btl-roce.txt), `detail` says what happened. The component
+    /// shows it through opal_show_help (btl_roce_log.h); unset, the module
+    /// logs `detail` at error level. May be called with the module lock held.
+    std::function<void(const char *topic, const std::string &detail)> report;
 };
 
 /// One port's worth of transport: the verbs resources (Device), the
@@ -214,6 +220,10 @@ public:
     /// completions handled. Cheap when idle: one ibv_poll_cq.
     int progress();
 
+    /// Appends this module's paths and connection-manager drops to `out`
+    /// (btl_roce_counters.cc). Takes the module lock: any thread, never
+    /// with the lock held.
+    void read_counters(BtlCounters &out);
 
     /// Work for the PML that must run without the module lock held.
     struct Deferred {
@@ -292,6 +302,11 @@ private:
     int post_frag(Endpoint &ep, Frag *f);
     int post_frag_on(Endpoint &ep, size_t i, Frag *f);
     void queue_pending(Endpoint &ep, Frag *f);
+    /// A send must wait: counts a credit stall on a path that is up with
+    /// a send-queue slot but no credit (btl_roce_counters.cc).
+    void note_stall(Endpoint &ep);
+    /// A user-facing error through env_.report (btl_roce_counters.cc).
+    void report(const char *topic, const std::string &detail);
     void drain_pending(Endpoint &ep);
     void maybe_send_credits(Endpoint &ep, size_t path);
     void complete_frag(Frag *f, int status);

@@ -255,6 +255,8 @@ void Module::handle_recv(const ibv_wc &wc) {
         drain_pending(ep);
         return;
     }
+    path.tx.stats.bytes_received += wc.byte_len - wire::kFragHeaderSize;
+    ++path.tx.stats.messages_received;
     Deferred d;
     d.kind = Deferred::Kind::kRecv;
     d.ep = &ep;
@@ -351,9 +353,9 @@ void Module::retire_all() {
 
 void Module::peer_failed(Peer &peer, const std::string &why) {
     Endpoint &ep = ep_of(peer);
-    log_.write(LogLevel::kError,
-               util::format("%s:%d: connection to %s failed: %s", plan_.device.c_str(),
-                            plan_.port, ep.label.c_str(), why.c_str()));
+    report("connection failed",
+               util::format("%s:%d: connection to %s failed: %s", plan_.device.c_str(), plan_.port,
+                            ep.label.c_str(), why.c_str()));
     while (ep.pending_head_ != nullptr) {
         Frag *f = ep.pending_head_;
         ep.pending_head_ = f->next;

@@ -48,6 +48,8 @@ int Module::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
     ++path.tx.outstanding;
     ++inflight_;
     path.tx.stats.bytes += sge.length;
+    path.tx.stats.rdma_reads += op->opcode == IBV_WR_RDMA_READ ? 1 : 0;
+    path.tx.stats.rdma_writes += op->opcode == IBV_WR_RDMA_WRITE ? 1 : 0;
     if (log_.enabled(util::LogLevel::kTrace)) {
         log_.write(util::LogLevel::kTrace,
                    util::format("RDMA op %d, %u bytes, path %zu -> %s remote 0x%llx rkey 0x%x",

@@ -279,6 +279,7 @@ int Module::send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_
     } else if (ep->state == EpState::kConnected && ep->pending_head_ == nullptr) {
         rc = post_frag(*ep, f);
         if (rc == OPAL_ERR_OUT_OF_RESOURCE) {
+            note_stall(*ep);
             queue_pending(*ep, f);
             rc = OPAL_SUCCESS;
         }

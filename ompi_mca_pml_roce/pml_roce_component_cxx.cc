@@ -4,10 +4,12 @@
 // everything, answer Open MPI with OMPI_* codes.
 #include "ompi_cxx_compat.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "ompi/constants.h"
 #include "ompi/mca/bml/base/base.h"
+#include "ompi/mca/pml/base/base.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/btl/base/base.h"
 #include "opal/util/output.h"
@@ -16,6 +18,7 @@
 #include "pml_roce.h"
 #include "pml_roce_internal.h"
 #include "pml_roce_params.h"
+#include "pml_roce_pvars.h"
 
 namespace roce::pml {
 void pml_teardown() noexcept; // pml_roce_module.cc
@@ -83,6 +86,7 @@ int mca_pml_roce_component_register_params(void) {
             "limit (0 never, 1 the sender's, 2 the receiver's, 3 both); the data must still "
             "arrive, through the send pipeline.",
             MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &p.test_fail_registration);
+        roce::pml::register_pvars();
         return OMPI_SUCCESS;
     } catch (...) {
         return OMPI_ERR_OUT_OF_RESOURCE;
@@ -91,8 +95,10 @@ int mca_pml_roce_component_register_params(void) {
 
 int mca_pml_roce_component_open_cxx(void) {
     mca_pml_roce_component.output = opal_output_open(nullptr);
+    // pml_base_verbose raises it, as it does for Open MPI's own pmls.
     opal_output_set_verbosity(mca_pml_roce_component.output,
-                              mca_pml_roce_component.params.verbose);
+                              std::max(mca_pml_roce_component.params.verbose,
+                                       ompi_pml_base_framework.framework_verbose));
     // The btls are driven through the bml (r2), as ob1 does; opening the
     // framework is reference counted.
     return mca_base_framework_open(&ompi_bml_base_framework, static_cast<mca_base_open_flag_t>(0));
@@ -114,8 +120,8 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
         auto opts = roce::pml::validate_pml_options(static_cast<int64_t>(p.eager_limit),
                                                     p.priority, p.verbose);
         if (!opts) {
-            opal_output(0, "pml roce [%s]: error: %s; pml roce cannot run with this value",
-                        host(), opts.status().message().c_str());
+            roce::pml::report("invalid parameter", "error: %s; pml roce cannot run with this value",
+                              opts.status().message().c_str());
             return nullptr;
         }
         roce::util::Status rs = roce::pml::check_rendezvous_options(
@@ -123,8 +129,8 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
                                                        ? INT64_MAX
                                                        : p.rget_limit));
         if (!rs) {
-            opal_output(0, "pml roce [%s]: error: %s; pml roce cannot run with this value",
-                        host(), rs.message().c_str());
+            roce::pml::report("invalid parameter", "error: %s; pml roce cannot run with this value",
+                              rs.message().c_str());
             return nullptr;
         }
         *priority = opts->priority;
@@ -134,8 +140,8 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
         roce::pml::g.use_rdma = p.use_rdma ? 1 : 0;
         roce::pml::g.fail_registration = p.test_fail_registration & 3;
         if (mca_bml_base_init(progress_threads, mpi_threads) != OMPI_SUCCESS) {
-            opal_output(0, "pml roce [%s]: error: the bml (r2) could not be initialised; no BTL "
-                        "is available to pml roce", host());
+            roce::pml::report("no btl", "error: the bml (r2) could not be initialised; no BTL "
+                                        "is available to pml roce");
             return nullptr;
         }
         mca_pml_roce_module.pml_flags = 0;
@@ -154,9 +160,9 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
                             host(), *priority, opts->eager_limit, p.use_rdma ? "on" : "off");
         return &mca_pml_roce_module;
     } catch (const std::exception &e) {
-        opal_output(0, "pml roce [%s]: internal error during init: %s", host(), e.what());
+        roce::pml::report("internal error", "error: internal error during init: %s", e.what());
     } catch (...) {
-        opal_output(0, "pml roce [%s]: internal error during init", host());
+        roce::pml::report("internal error", "error: internal error during init");
     }
     return nullptr;
 }

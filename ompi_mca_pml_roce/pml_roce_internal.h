@@ -44,6 +44,7 @@
 #include "match/early_arrivals.h"
 #include "pml_roce.h"
 #include "pml_roce_handles.h"
+#include "pml_roce_help.h"
 #include "pml_roce_rndv.h"
 #include "pml_roce_wire.h"
 
@@ -412,6 +413,9 @@ struct Counters {
     /// FRAGs refused as malformed: outside the range asked for, partly
     /// overlapping bytes that arrived, or too fragmented.
     uint64_t bad_frags = 0;
+    /// Arrivals offered to a matcher, receives posted and probes (plain
+    /// increments under the communicator's lock: exact without threads).
+    uint64_t match_attempts = 0;
 };
 
 /// Adds one to a counter (relaxed atomic: callbacks may run in several

@@ -29,7 +29,7 @@ void fatal(const char *fmt, ...) noexcept {
     va_start(ap, fmt);
     std::vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    opal_output(0, "pml roce [%s]: fatal: %s; aborting", host_name(), msg);
+    report("fatal", "fatal: %s; aborting", msg);
     ompi_mpi_abort(&ompi_mpi_comm_world.comm, MPI_ERR_INTERN);
     std::abort(); // ompi_mpi_abort does not return; keep [[noreturn]] honest
 }
@@ -53,21 +53,21 @@ void reject_header(uint8_t tag, const mca_btl_base_descriptor_t *des, wire::Defe
         }
     }
     std::string s = wire::describe_rejected(tag, p, n, payload, d);
-    opal_output(0, "pml roce [%s]: error: refused a %s (%" PRIu64 " refused so far)", host_name(),
-                s.c_str(), g.counters.bad_headers);
+    report("refused message", "error: refused a %s (%" PRIu64 " refused so far)", s.c_str(),
+           g.counters.bad_headers);
 }
 
 void reject_id(const char *what, uint64_t id, rndv::Outcome why) noexcept {
     if (!should_log(&g.counters.bad_ids)) {
         return;
     }
-    opal_output(0,
-                "pml roce [%s]: error: refused a %s for request id 0x%016" PRIx64 ": %s "
-                "(%" PRIu64 " refused so far; only the first 16 and then one in 4096 are shown)",
-                host_name(), what, id,
-                why == rndv::Outcome::kWrongState ? "that request is not waiting for it"
-                                                  : "no such request was ever made here",
-                g.counters.bad_ids);
+    report("refused message",
+           "error: refused a %s for request id 0x%016" PRIx64 ": %s "
+           "(%" PRIu64 " refused so far; only the first 16 and then one in 4096 are shown)",
+           what, id,
+           why == rndv::Outcome::kWrongState ? "that request is not waiting for it"
+                                             : "no such request was ever made here",
+           g.counters.bad_ids);
 }
 
 void drop_duplicate(uint64_t *counter, const char *what, uint64_t id, uint64_t offset,
@@ -312,13 +312,13 @@ int mca_pml_roce_enable(bool enable) noexcept {
               init_list(&g.ctrls, sizeof(Ctrl), OBJ_CLASS(mca_pml_roce_ctrl_t));
     g.early = new (std::nothrow) match::EarlyArrivals();
     if (!ok || g.early == nullptr) {
-        opal_output(0, "pml roce [%s]: error: out of memory while enabling", host_name());
+        report("resource", "error: out of memory while enabling");
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     int rc = register_callbacks();
     if (rc != OMPI_SUCCESS) {
-        opal_output(0, "pml roce [%s]: error: registering the pml's btl tags 0x%02x..0x%02x failed (%d)",
-                    host_name(), wire::tag_of(wire::Kind::kMatch), wire::tag_of(wire::Kind::kFin), rc);
+        report("internal error", "error: registering the pml's btl tags 0x%02x..0x%02x failed (%d)",
+               wire::tag_of(wire::Kind::kMatch), wire::tag_of(wire::Kind::kFin), rc);
         return rc;
     }
     g.enabled = true;
@@ -348,19 +348,19 @@ int mca_pml_roce_add_procs(ompi_proc_t **procs, size_t nprocs) noexcept {
     if (rc == OMPI_SUCCESS || rc == OMPI_ERR_UNREACH) {
         int erc = mca_bml.bml_register_error(btl_error);
         if (erc != OMPI_SUCCESS) {
-            opal_output(0, "pml roce [%s]: error: registering the pml's btl error callback failed (%d)",
-                        host_name(), erc);
+            report("internal error", "error: registering the pml's btl error callback failed (%d)",
+                   erc);
             return erc;
         }
     }
     if (rc == OMPI_ERR_UNREACH) {
         for (size_t i = 0; i < nprocs; ++i) {
             if (procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_BML] == nullptr) {
-                opal_output(0,
-                            "pml roce [%s]: error: no BTL reaches process %s on host %s (a process "
-                            "of this node); pml roce cannot run this job",
-                            host_name(), OPAL_NAME_PRINT(procs[i]->super.proc_name),
-                            procs[i]->super.proc_hostname ? procs[i]->super.proc_hostname : "?");
+                report("no btl",
+                       "error: no BTL reaches process %s on host %s (a process "
+                       "of this node); pml roce cannot run this job",
+                       OPAL_NAME_PRINT(procs[i]->super.proc_name),
+                       procs[i]->super.proc_hostname ? procs[i]->super.proc_hostname : "?");
                 break;
             }
         }
@@ -387,9 +387,8 @@ int mca_pml_roce_add_comm(ompi_communicator_t *comm) noexcept {
     auto m = match::CommMatcher::create(size);
     std::unique_ptr<uint32_t[]> seq(new (std::nothrow) uint32_t[size]());
     if (!m || seq == nullptr) {
-        opal_output(0, "pml roce [%s]: error: cannot create communicator %u of %d ranks: %s",
-                    host_name(), comm->c_contextid, size,
-                    m ? "out of memory" : m.status().message().c_str());
+        report("resource", "error: cannot create communicator %u of %d ranks: %s",
+               comm->c_contextid, size, m ? "out of memory" : m.status().message().c_str());
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     const auto ctx = static_cast<uint16_t>(comm->c_contextid);
@@ -420,8 +419,7 @@ int mca_pml_roce_add_comm(ompi_communicator_t *comm) noexcept {
                     opal_output_verbose(50, output(), "pml roce [%s]: dropped a duplicate: %s",
                                         host_name(), why.message().c_str());
                 } else if (should_log(&g.counters.bad_headers)) {
-                    opal_output(0, "pml roce [%s]: error: %s; message dropped", host_name(),
-                                why.message().c_str());
+                    report("refused message", "error: %s; message dropped", why.message().c_str());
                 }
                 kept_free(static_cast<Kept *>(payload));
             });

@@ -148,12 +148,12 @@ SendRequest *claim(uint64_t id, const char *what, bool fin, uint64_t offset,
         return nullptr;
     case rndv::Outcome::kOutOfRange:
         if (should_log(&g.counters.bad_headers)) {
-            opal_output(0,
-                        "pml roce [%s]: error: refused a %s for request id 0x%016" PRIx64
-                        ": it names bytes [%" PRIu64 ", %" PRIu64 ") of a %" PRIu64
-                        "-byte message (%" PRIu64 " refused headers so far)",
-                        host_name(), what, id, fin ? 0 : offset, fin ? size : offset + size, total,
-                        g.counters.bad_headers);
+            report("refused message",
+                   "error: refused a %s for request id 0x%016" PRIx64 ": it names bytes [%" PRIu64
+                   ", %" PRIu64 ") of a %" PRIu64 "-byte message (%" PRIu64
+                   " refused headers so far)",
+                   what, id, fin ? 0 : offset, fin ? size : offset + size, total,
+                   g.counters.bad_headers);
         }
         return nullptr;
     default:

@@ -245,13 +245,13 @@ extern "C" void mca_pml_roce_cb_frag(mca_btl_base_module_t *, mca_btl_base_tag_t
         fatal("out of memory recording a message fragment");
     default:
         if (should_log(&g.counters.bad_frags)) {
-            opal_output(0,
-                        "pml roce [%s]: error: refused a FRAG of %zu bytes at offset %" PRIu64
-                        " for request id 0x%016" PRIx64 ": %s (the receive wants [%" PRIu64
-                        ", %" PRIu64 "), %" PRIu64 " bytes of it arrived); %" PRIu64
-                        " refused so far, only the first 16 and then one in 4096 are shown",
-                        host_name(), data.total, h.offset, h.dst_req, rndv::outcome_name(a.outcome),
-                        lo, hi, arrived, g.counters.bad_frags);
+            report("refused message",
+                   "error: refused a FRAG of %zu bytes at offset %" PRIu64
+                   " for request id 0x%016" PRIx64 ": %s (the receive wants [%" PRIu64 ", %" PRIu64
+                   "), %" PRIu64 " bytes of it arrived); %" PRIu64
+                   " refused so far, only the first 16 and then one in 4096 are shown",
+                   data.total, h.offset, h.dst_req, rndv::outcome_name(a.outcome), lo, hi, arrived,
+                   g.counters.bad_frags);
         }
         return;
     }

@@ -71,6 +71,7 @@ namespace {
     {
         Guard guard(&pc->lock);
         p = pc->matcher->post(b->req_peer, b->req_tag, r);
+        ++g.counters.match_attempts;
         r->handle = p.handle;
     }
     if (OPAL_UNLIKELY(p.verdict != match::Verdict::kOk)) {
@@ -101,6 +102,7 @@ bool iprobe_once(int src, int tag, ompi_communicator_t *comm, ompi_status_public
     PmlComm *pc = pml_comm(comm);
     Guard guard(&pc->lock);
     match::Probe p = pc->matcher->iprobe(src, tag);
+    ++g.counters.match_attempts;
     if (p.found) {
         probe_status(p.message, status);
     }
@@ -121,6 +123,7 @@ bool improbe_once(int src, int tag, ompi_communicator_t *comm, ompi_message_t **
     {
         Guard guard(&pc->lock);
         p = pc->matcher->improbe(src, tag);
+        ++g.counters.match_attempts;
     }
     if (!p.found) {
         ompi_message_return(msg);

@@ -189,8 +189,8 @@ void log_refusal(PmlComm *pc, const match::Envelope &env, match::Verdict v) noex
         return;
     }
     util::Status s = match::explain(v, env, pc->ctx, pc->remote_size);
-    opal_output(0, "pml roce [%s]: error: %s; message dropped (%" PRIu64 " refused headers so far)",
-                host_name(), s.message().c_str(), g.counters.bad_headers);
+    report("refused message", "error: %s; message dropped (%" PRIu64 " refused headers so far)",
+           s.message().c_str(), g.counters.bad_headers);
 }
 
 // Admits held messages of `src` that are now in sequence.
@@ -249,6 +249,7 @@ inline void incoming(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
     {
         Guard guard(&pc->lock);
         a = pc->matcher->arrive(env, keep);
+        ++g.counters.match_attempts;
     }
     if (OPAL_LIKELY(a.kind == match::ArrivalKind::kMatched)) {
         deliver(static_cast<RecvRequest *>(a.request), kind, hdr, data, btl);
@@ -294,6 +295,7 @@ inline bool fast_match(mca_btl_base_module_t *btl, mca_btl_base_descriptor_t *de
     {
         Guard guard(&pc->lock);
         a = pc->matcher->arrive(match::Envelope{h.src, h.tag, h.seq}, keep);
+        ++g.counters.match_attempts;
     }
     if (OPAL_LIKELY(a.kind == match::ArrivalKind::kMatched)) {
         auto *r = static_cast<RecvRequest *>(a.request);

@@ -54,6 +54,7 @@ inline Eager eager_contig(PmlComm *pc, mca_bml_base_endpoint_t *ep, const char *
                                 MCA_BTL_DES_FLAGS_PRIORITY | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP,
                                 wire::tag_of(wire::Kind::kMatch), nullptr);
         if (OPAL_LIKELY(rc == OPAL_SUCCESS)) {
+            ++g.counters.eager_inline;
             return Eager::kSent;
         }
     }
@@ -68,6 +69,7 @@ inline Eager eager_contig(PmlComm *pc, mca_bml_base_endpoint_t *ep, const char *
     std::memcpy(p + sizeof h, data, bytes);
     des->des_cbfunc = noop_completion;
     if (OPAL_LIKELY(mca_bml_base_send(bml, des, wire::tag_of(wire::Kind::kMatch)) >= 0)) {
+        ++g.counters.eager_copy;
         return Eager::kSent;
     }
     btl->btl_free(btl, des);
@@ -584,14 +586,13 @@ int unreachable(ompi_communicator_t *comm, int dst, ompi_proc_t *proc) noexcept 
                 std::strcat(btls, name);
             }
         }
-        opal_output(0,
-                    "pml roce [%s]: error: no BTL reaches rank %d of communicator %s (cid %u), "
-                    "process %s on host %s; BTLs tried: %s. Enable a BTL that connects these "
-                    "hosts (e.g. --mca btl self,vader,roce or add tcp)",
-                    host_name(), dst, comm->c_name, comm->c_contextid,
-                    OPAL_NAME_PRINT(proc->super.proc_name),
-                    proc->super.proc_hostname != nullptr ? proc->super.proc_hostname : "(unknown)",
-                    btls[0] ? btls : "(none)");
+        report("no btl",
+               "error: no BTL reaches rank %d of communicator %s (cid %u), "
+               "process %s on host %s; BTLs tried: %s. Enable a BTL that connects these "
+               "hosts (e.g. --mca btl self,vader,roce or add tcp)",
+               dst, comm->c_name, comm->c_contextid, OPAL_NAME_PRINT(proc->super.proc_name),
+               proc->super.proc_hostname != nullptr ? proc->super.proc_hostname : "(unknown)",
+               btls[0] ? btls : "(none)");
     }
     return OMPI_ERR_UNREACH;
 }

@@ -39,6 +39,13 @@ ompi_info --param pml roce --level 9 >"$work/pmlp" 2>&1
 for p in eager_limit verbose priority; do
     grep -q "\"pml_roce_$p\"" "$work/pmlp" && ok "ompi_info --param pml roce shows pml_roce_$p" || bad "pml_roce_$p not shown" "$work/pmlp"
 done
+# MPI_T performance variables (listed at level 9 like ob1's queue lengths).
+for v in btl:bytes_sent btl:failovers btl:cm_dropped_unauthenticated btl:path_bytes_sent \
+         pml:posted_recvq_length pml:unexpected_msgq_length pml:match_attempts pml:rndv_sends_in_flight; do
+    c=${v%%:*} n=${v#*:}
+    grep -q "performance \"${c}_roce_$n\"" "$work/${c}p" && ok "ompi_info lists the performance variable ${c}_roce_$n" \
+        || bad "performance variable ${c}_roce_$n not listed" "$work/${c}p"
+done
 
 for c in btl pml; do
     syms=$(nm -D --defined-only "$dir/mca_${c}_roce.so" | awk '{print $3}' | tr '\n' ' ')
@@ -93,6 +100,16 @@ else
         ok "pml_roce_eager_limit 10: clear error naming parameter, value and range"
     else
         bad "pml_roce_eager_limit 10 not reported clearly (exit $rc)" "$work/pout"
+    fi
+
+    # The pml's performance variables read through MPI_T while traffic flows.
+    if ! "$mpicc" -o "$work/pvars" "$here/pvars.c" 2>"$work/cc"; then
+        bad "cannot build tests/mpi/pvars.c with $mpicc" "$work/cc"
+    elif mpirun $as_root -np 2 --mca pml roce --mca btl self,vader "$work/pvars" >"$work/vout" 2>&1 &&
+        grep -q '^pvars: ok' "$work/vout"; then
+        ok "MPI_T: pml roce's queue lengths, match attempts and send counters move with the traffic ($(grep -c ': PASS: ' "$work/vout") checks)"
+    else
+        bad "MPI_T performance variables of pml roce" "$work/vout"
     fi
 fi
 

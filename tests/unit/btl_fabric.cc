@@ -145,6 +145,9 @@ BtlFabric::BtlFabric(FabricOptions o) : fake(fixture(o.fixture)) {
             return std::unique_ptr<btl::MemoryRegistry>(std::make_unique<DirectRegistry>(dev));
         };
         env.clock = [this] { return now(); };
+        env.report = [this](const char *topic, const std::string &detail) {
+            reports.emplace_back(topic, detail);
+        };
         env.finalized = [this](mca_btl_base_module_t *b) {
             for (auto &q : procs) {
                 if (q->module && q->btl() == b) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "btl_roce_module.h"
@@ -62,6 +63,8 @@ public:
     FakeVerbs fake;
     KeepSink log;
     std::vector<std::unique_ptr<BtlProc>> procs;
+    /// ModuleEnv::report calls of every module: (help topic, detail).
+    std::vector<std::pair<std::string, std::string>> reports;
 
     // PeerDirectory: the modex as every process published it.
     util::Result<btl::wire::ModexAddress> address(opal_proc_t *proc) override;

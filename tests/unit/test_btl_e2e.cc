@@ -396,6 +396,10 @@ TEST_CASE("btl e2e: a peer that never answers fails after the connect timeout; t
     CHECK(f.ep(0, 1).state == btl::EpState::kFailed);
     REQUIRE(f.procs[0]->errors.size() == 1);
     CHECK(f.procs[0]->errors[0].find("REQs from") != std::string::npos);
+    // The user sees it once, under the help topic of its cause.
+    REQUIRE(f.reports.size() == 1);
+    CHECK(f.reports[0].first == "connection failed");
+    CHECK(f.reports[0].second.find("connection to rank 1") != std::string::npos);
     CHECK(f.procs[1]->received.empty());
     // Sends to a failed peer are refused at once.
     CHECK(f.send(0, 1, msg(0, 1, 1)) == OPAL_ERR_UNREACH);
@@ -440,6 +444,14 @@ TEST_CASE("btl e2e: credits run out, sends wait, credit-only messages bring them
     CHECK(posted >= 1);
     CHECK(posted <= o.credits - 1);
     CHECK(p.tx.credits.available() <= p.tx.credits.reserve());
+    {
+        // The sends that waited for credits are counted (MPI_T credit_stalls).
+        btl::BtlCounters c;
+        f.procs[0]->module->read_counters(c);
+        CHECK(c.total(&btl::PathCounters::credit_stalls) >= 1);
+        CHECK(c.total(&btl::PathCounters::bytes_sent) > 0);
+        CHECK(c.paths_up() == 1);
+    }
     // p1 consumes them and, with nothing to send, returns the credits in
     // credit-only messages; p0's waiting sends go out.
     size_t credit_only_before = rc_sends(qq, true);

@@ -1,0 +1,56 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+//
+// Reading the module's counters for the MPI_T performance variables: the
+// one place that walks a module's endpoints for them.
+#include "btl_roce_module.h"
+
+namespace roce::btl {
+
+void Module::read_counters(BtlCounters &out) {
+    OPAL_THREAD_LOCK(&lock_);
+    add_drops(out.cm_drops, cm_->drops());
+    for (const auto &ep : endpoints_) {
+        add_drops(out.cm_drops, ep->drops);
+        const uint32_t vpid = static_cast<uint32_t>(ep->name & 0xffffffffu);
+        for (size_t i = 0; i < ep->paths_.size(); ++i) {
+            const Path &p = ep->paths_[i];
+            PathCounters c;
+            c.peer_vpid = vpid;
+            c.port_index = port_index_;
+            c.path = static_cast<uint16_t>(i);
+            c.state = p.state;
+            c.bytes_sent = p.tx.stats.bytes;
+            c.bytes_received = p.tx.stats.bytes_received;
+            c.messages_sent = p.tx.stats.messages;
+            c.messages_received = p.tx.stats.messages_received;
+            c.rdma_reads = p.tx.stats.rdma_reads;
+            c.rdma_writes = p.tx.stats.rdma_writes;
+            c.retransmits = p.tx.stats.retransmits;
+            c.failovers = p.tx.stats.failovers;
+            c.reconnects = p.tx.stats.reconnects;
+            c.credit_stalls = p.tx.stats.credit_stalls;
+            out.paths.push_back(c);
+        }
+    }
+    OPAL_THREAD_UNLOCK(&lock_);
+}
+
+void Module::note_stall(Endpoint &ep) {
+    for (auto &p : ep.paths_) {
+        if (p.state == PathState::kUp && p.tx.sq_free > 0 &&
+            p.tx.credits.available() <= p.tx.credits.reserve()) {
+            ++p.tx.stats.credit_stalls;
+            return;
+        }
+    }
+}
+
+void Module::report(const char *topic, const std::string &detail) {
+    if (env_.report) {
+        env_.report(topic, detail);
+    } else {
+        log_.write(util::LogLevel::kError, detail);
+    }
+}
+
+} // namespace roce::btl

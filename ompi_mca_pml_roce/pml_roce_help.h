@@ -1,0 +1,20 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+//
+// User-facing errors of the pml, through Open MPI's show_help so that
+// mpirun aggregates the same message from many ranks.
+#pragma once
+
+namespace roce::pml {
+
+/// Shows `detail` (printf format; by convention it starts with "error: " or
+/// "fatal: ") under `topic`, a section of help-mpi-pml-roce.txt taking the
+/// host name and the detail line. Through opal_show_help when the help file
+/// is installed (mpirun then prints each topic once and counts the other
+/// processes that sent it); otherwise - run from the build tree - as the
+/// single line "pml roce [HOST]: DETAIL" on stderr. Thread-safe; never
+/// throws; may be called with pml locks held (opal_show_help does not
+/// progress the BTLs).
+void report(const char *topic, const char *detail, ...) noexcept
+    __attribute__((format(printf, 2, 3)));
+
+} // namespace roce::pml
