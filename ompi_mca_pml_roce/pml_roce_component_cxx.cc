@@ -120,8 +120,8 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
         auto opts = roce::pml::validate_pml_options(static_cast<int64_t>(p.eager_limit),
                                                     p.priority, p.verbose);
         if (!opts) {
-            roce::pml::report("invalid parameter", "error: %s; pml roce cannot run with this value",
-                              opts.status().message().c_str());
+            roce::pml::report_before_exit("error: %s; pml roce cannot run with this value",
+                                          opts.status().message().c_str());
             return nullptr;
         }
         roce::util::Status rs = roce::pml::check_rendezvous_options(
@@ -129,8 +129,8 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
                                                        ? INT64_MAX
                                                        : p.rget_limit));
         if (!rs) {
-            roce::pml::report("invalid parameter", "error: %s; pml roce cannot run with this value",
-                              rs.message().c_str());
+            roce::pml::report_before_exit("error: %s; pml roce cannot run with this value",
+                                          rs.message().c_str());
             return nullptr;
         }
         *priority = opts->priority;

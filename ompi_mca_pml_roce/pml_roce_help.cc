@@ -41,4 +41,14 @@ void report(const char *topic, const char *detail, ...) noexcept {
     opal_output(0, "pml roce [%s]: %s", host, msg);
 }
 
+void report_before_exit(const char *detail, ...) noexcept {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, detail);
+    std::vsnprintf(msg, sizeof msg, detail, ap);
+    va_end(ap);
+    const char *host = opal_process_info.nodename != nullptr ? opal_process_info.nodename : "?";
+    opal_output(0, "pml roce [%s]: %s", host, msg);
+}
+
 } // namespace roce::pml

@@ -17,4 +17,13 @@ namespace roce::pml {
 void report(const char *topic, const char *detail, ...) noexcept
     __attribute__((format(printf, 2, 3)));
 
+/// Like report(), but always the single line "pml roce [HOST]: DETAIL" on
+/// stderr, never through show_help: for errors the process exits right
+/// after (an invalid parameter of the selected pml fails MPI_Init). Open MPI
+/// 4.1.4 relays a rank's help message to mpirun asynchronously and loses it
+/// when the rank exits first (mpirun prints "ORTE_ERROR_LOG: Data unpack
+/// would read past end of buffer in file .../show_help.c" instead: 5 of 5
+/// runs at np 1 here). Thread-safe; never throws.
+void report_before_exit(const char *detail, ...) noexcept __attribute__((format(printf, 1, 2)));
+
 } // namespace roce::pml
