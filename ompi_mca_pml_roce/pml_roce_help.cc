@@ -20,18 +20,18 @@
 
 namespace roce::pml {
 
-void report(const char *topic, const char *detail, ...) noexcept {
+namespace {
+
+// topic == nullptr: the direct line, never show_help.
+void vreport(const char *topic, const char *detail, va_list ap) noexcept {
     char msg[1024];
-    va_list ap;
-    va_start(ap, detail);
     std::vsnprintf(msg, sizeof msg, detail, ap);
-    va_end(ap);
     const char *host = opal_process_info.nodename != nullptr ? opal_process_info.nodename : "?";
     static const char kHelpFile[] = "help-mpi-pml-roce.txt";
     // Checked each time (cheap next to an error): the file's absence is
     // what tells a build-tree run from an installed one.
     std::string path = std::string(ROCE_HELP_DIR) + "/" + kHelpFile;
-    if (access(path.c_str(), R_OK) == 0) {
+    if (topic != nullptr && access(path.c_str(), R_OK) == 0) {
         // Open MPI appends to its search list on every call: add ours once.
         static const bool added = opal_show_help_add_dir(ROCE_HELP_DIR) == OPAL_SUCCESS;
         (void)added;
@@ -41,14 +41,20 @@ void report(const char *topic, const char *detail, ...) noexcept {
     opal_output(0, "pml roce [%s]: %s", host, msg);
 }
 
-void report_before_exit(const char *detail, ...) noexcept {
-    char msg[1024];
+} // namespace
+
+void report(const char *topic, const char *detail, ...) noexcept {
     va_list ap;
     va_start(ap, detail);
-    std::vsnprintf(msg, sizeof msg, detail, ap);
+    vreport(topic, detail, ap);
     va_end(ap);
-    const char *host = opal_process_info.nodename != nullptr ? opal_process_info.nodename : "?";
-    opal_output(0, "pml roce [%s]: %s", host, msg);
+}
+
+void report_before_exit(const char *detail, ...) noexcept {
+    va_list ap;
+    va_start(ap, detail);
+    vreport(nullptr, detail, ap);
+    va_end(ap);
 }
 
 } // namespace roce::pml
