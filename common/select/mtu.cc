@@ -13,6 +13,14 @@ int iboe_mtu_bytes(int netdev_mtu) noexcept {
     return 0;
 }
 
+int carried_mtu_bytes(int active_mtu, int netdev_mtu) noexcept {
+    int iboe = netdev_mtu > 0 ? iboe_mtu_bytes(netdev_mtu) : 0;
+    if (active_mtu > 0 && iboe > 0) {
+        return active_mtu < iboe ? active_mtu : iboe;
+    }
+    return active_mtu > 0 ? active_mtu : iboe;
+}
+
 ibv_mtu mtu_enum(int bytes) noexcept {
     if (bytes >= 4096) {
         return IBV_MTU_4096;

@@ -15,6 +15,12 @@ inline constexpr int kRoceHeaderBytes = 96;
 /// 1500 -> 1024, 4200 -> 4096, 9000 -> 4096. 0 when not even 256 fits.
 int iboe_mtu_bytes(int netdev_mtu) noexcept;
 
+/// The largest path MTU in bytes that a port of active MTU `active_mtu`
+/// and its netdev of MTU `netdev_mtu` both carry now: the smaller of the
+/// active MTU and iboe_mtu_bytes(netdev_mtu), or the one that is known
+/// (0 = unknown for either input); 0 when neither is known.
+int carried_mtu_bytes(int active_mtu, int netdev_mtu) noexcept;
+
 /// 256/512/1024/2048/4096 -> IBV_MTU_256..IBV_MTU_4096; any other value
 /// rounds down to the next valid MTU (IBV_MTU_256 below 512; 0 -> IBV_MTU_256).
 ibv_mtu mtu_enum(int bytes) noexcept;

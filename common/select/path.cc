@@ -46,11 +46,7 @@ int routed_address(const GidEntry &g, const Peer &peer) {
 /// The largest path MTU (bytes) `port` and `netdev` carry now; 0 unknown.
 int mtu_limit(const topo::Snapshot &snap, const PortInfo &port, const std::string &netdev) {
     const topo::NetdevInfo *nd = snap.find_netdev(netdev);
-    int iboe = nd != nullptr && nd->mtu > 0 ? iboe_mtu_bytes(nd->mtu) : 0;
-    if (port.active_mtu > 0 && iboe > 0) {
-        return std::min(port.active_mtu, iboe);
-    }
-    return port.active_mtu > 0 ? port.active_mtu : iboe;
+    return carried_mtu_bytes(port.active_mtu, nd != nullptr ? nd->mtu : 0);
 }
 
 } // namespace

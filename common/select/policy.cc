@@ -1,7 +1,6 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 // The addressing policy: pure functions from a snapshot to a Selection and
 // the reasons for it. GID ranking and reachability live in gid_rank.cc.
-#include <algorithm>
 
 #include "select/gid_rank.h"
 #include "select/mtu.h"
@@ -107,12 +106,7 @@ void choose_mtu(const topo::Snapshot &snap, const PortInfo &port, PortChoice &c,
         netdev_mtu > 0 ? util::format("%s MTU %d -> %d after %d bytes of RoCE headers",
                                       s.netdev.c_str(), netdev_mtu, iboe, kRoceHeaderBytes)
                        : util::format("%s MTU unknown", s.netdev.c_str());
-    int bytes = 0;
-    if (port.active_mtu > 0 && iboe > 0) {
-        bytes = std::min(port.active_mtu, iboe);
-    } else {
-        bytes = port.active_mtu > 0 ? port.active_mtu : iboe;
-    }
+    int bytes = carried_mtu_bytes(port.active_mtu, netdev_mtu);
     if (bytes == 0) {
         s.path_mtu = IBV_MTU_1024;
         c.why.push_back("path_mtu: 1024 (IBV_MTU_1024): neither the port's active MTU nor the "

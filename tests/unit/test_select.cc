@@ -327,6 +327,13 @@ TEST_CASE("select: IB MTU from the netdev MTU, as the kernel's iboe_get_mtu", "[
         INFO("netdev MTU " << r.netdev);
         CHECK(select::iboe_mtu_bytes(r.netdev) == r.ib);
     }
+    // What port and netdev carry together (0: unknown).
+    CHECK(select::carried_mtu_bytes(4096, 1500) == 1024);
+    CHECK(select::carried_mtu_bytes(1024, 9000) == 1024);
+    CHECK(select::carried_mtu_bytes(0, 9000) == 4096);
+    CHECK(select::carried_mtu_bytes(2048, 0) == 2048);
+    CHECK(select::carried_mtu_bytes(0, 0) == 0);
+    CHECK(select::carried_mtu_bytes(0, 351) == 0);
     CHECK(select::mtu_enum(1024) == IBV_MTU_1024);
     CHECK(select::mtu_enum(3000) == IBV_MTU_2048);
     CHECK(select::mtu_enum(0) == IBV_MTU_256);
