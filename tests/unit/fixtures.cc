@@ -19,6 +19,15 @@ namespace roce::testing {
 
 std::string fixture_dir(const std::string &name) { return std::string(ROCE_FIXTURES) + "/" + name; }
 
+select::Selection lag_selection(int gid_index) {
+    const topo::Snapshot &s = fixture("mlx5_lag");
+    select::Options o;
+    o.gid_index = gid_index;
+    auto pc = select::select_port(s, s.devices[0], s.devices[0].ports[0], o, nullptr, false);
+    REQUIRE(pc.ok());
+    return *pc.selection;
+}
+
 const topo::Snapshot &fixture(const std::string &name) {
     static std::map<std::string, topo::Snapshot> cache;
     auto it = cache.find(name);

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "select/selection.h"
 #include "topo/snapshot.h"
 
 namespace roce::testing {
@@ -14,6 +15,11 @@ std::string fixture_dir(const std::string &name);
 /// topo::read_capture and cached. Fails the test (Catch2 FAIL) when the
 /// fixture cannot be read.
 const topo::Snapshot &fixture(const std::string &name);
+
+/// The policy's Selection for the first port of the "mlx5_lag" fixture with
+/// btl_roce_gid_index pinned to `gid_index` (REQUIREs that the policy
+/// accepts it): the starting point of the preflight and QueuePair tests.
+select::Selection lag_selection(int gid_index = 3);
 
 /// A fresh empty directory under $TMPDIR (removed by ~TempDir).
 class TempDir {

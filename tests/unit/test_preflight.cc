@@ -17,17 +17,9 @@ using namespace roce;
 using qp::QpType;
 using qp::Transition;
 using roce::testing::fixture;
+using roce::testing::lag_selection;
 
 namespace {
-
-select::Selection lag_selection(int gid_index = 3) {
-    const topo::Snapshot &s = fixture("mlx5_lag");
-    select::Options o;
-    o.gid_index = gid_index;
-    auto pc = select::select_port(s, s.devices[0], s.devices[0].ports[0], o, nullptr, false);
-    REQUIRE(pc.ok());
-    return *pc.selection;
-}
 
 struct Outcome {
     qp::PreflightResult result;

@@ -16,6 +16,7 @@
 using namespace roce;
 using roce::testing::Call;
 using roce::testing::fixture;
+using roce::testing::lag_selection;
 
 namespace {
 
@@ -361,19 +362,6 @@ TEST_CASE("read_rdma_device: one device through verbs, as read_rdma_verbs reads 
     CHECK(none.status().code() == util::Code::kNotFound);
     CHECK(warnings.empty());
 }
-
-namespace {
-
-select::Selection lag_selection(int gid_index) {
-    const topo::Snapshot &s = fixture("mlx5_lag");
-    select::Options o;
-    o.gid_index = gid_index;
-    auto pc = select::select_port(s, s.devices[0], s.devices[0].ports[0], o, nullptr, false);
-    REQUIRE(pc.ok());
-    return *pc.selection;
-}
-
-} // namespace
 
 TEST_CASE("QueuePair over the cache: every transition preflighted, no machine read per "
           "transition, a moved GID still followed",
