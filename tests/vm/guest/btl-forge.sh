@@ -220,7 +220,8 @@ forge_spray() {
     grep -q '^stress: .* 0 errors$' "$STRESS_LOG.out" || die "data errors"
     # Path failures are forge-no-teardown's to judge; anything else but the
     # drop warnings is an error here.
-    other_stderr "$STRESS_LOG.err" | grep -v -E "$DROP_WARNING" | grep -v -E "$PATH_FAILED" >"$CHECK_TMP/forge.other"
+    relay_lost_note "$STRESS_LOG.err"
+    fault_stderr "$STRESS_LOG.err" | grep -v -E "$DROP_WARNING" >"$CHECK_TMP/forge.other"
     [ ! -s "$CHECK_TMP/forge.other" ] || {
         head -20 "$CHECK_TMP/forge.other"
         die "unexpected lines on stderr"

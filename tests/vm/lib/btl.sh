@@ -221,7 +221,50 @@ other_stderr() { grep -v -E '^(\[[^]]*\] )?btl roce: ' "$1" | grep -v '^[[:space
 # During a fault the btl must say which path failed and that it reconnects
 # (warning level, by design); any other line (an error, a pml FATAL) still fails.
 PATH_FAILED='^\[[^]]*\] btl roce \[[^]]*\]: warning: path [0-9]+ to rank [0-9]+ .* failed: .*reconnecting$'
-fault_stderr() { other_stderr "$1" | grep -v -E "$PATH_FAILED"; }
+# With the components installed (as .ci/run does), the first failed path of
+# each rank also shows the help topic "path failed" (help-mpi-btl-roce.txt),
+# which mpirun prints once in a box of dashes and then counts ("N more
+# processes have sent help message ..."): expected during a pull as well.
+PATH_FAILED_HELP='^A RoCE path \(one queue pair to a peer\) failed while carrying traffic\.$'
+PATH_FAILED_COUNT='^\[[^]]*\] [0-9]+ more process(es)? (has|have) sent help message help-mpi-btl-roce\.txt / path failed$'
+HELP_AGGREGATE_HINT='^Set MCA parameter "orte_base_help_aggregate" to 0 to see all help / error messages$'
+# Open MPI 4.1.4's mpirun loses some help messages of the ranks on its own
+# node and prints this line instead: orte_rml_oob_send_buffer_nb
+# (orte/mca/rml/oob/rml_oob_send.c), called on the PMIx server thread for a
+# rank's PMIx_Log, queues the send callback that frees the buffer before it
+# copies that buffer for the self-receive, so when mpirun's event thread runs
+# first, orte_show_help_recv unpacks freed memory. Not ours, counted in a
+# note; the same message from the other ranks, and every warning line, still
+# come through.
+OMPI_HELP_RELAY_LOST='^\[[^]]*\] \[\[[0-9]+,0\],0\] ORTE_ERROR_LOG: .* in file .*orte/util/show_help\.c at line [0-9]+$'
+# without_help_box PATTERN: stdin without the dash-delimited help boxes whose
+# first line matches PATTERN (an ERE, passed through the environment so awk
+# keeps its backslashes); every other line unchanged.
+without_help_box() {
+    HELP_BOX_FIRST=$1 awk '
+        BEGIN { pat = ENVIRON["HELP_BOX_FIRST"] }
+        /^-----------------------------*$/ {
+            if (!inbox) { inbox = 1; buf = $0; first = ""; n = 0; next }
+            if (first !~ pat) print buf "\n" $0
+            inbox = 0; next
+        }
+        inbox { buf = buf "\n" $0; if (n++ == 0) first = $0; next }
+        { print }
+        END { if (inbox) print buf }'
+}
+# fault_stderr FILE: the lines of FILE a fault may not cause: all but the
+# verbose ones, the path-failure warnings, the "path failed" help topic with
+# its count and Open MPI's lost-help-message line.
+fault_stderr() {
+    other_stderr "$1" | grep -v -E "$PATH_FAILED" | without_help_box "$PATH_FAILED_HELP" |
+        grep -v -E "$PATH_FAILED_COUNT|$HELP_AGGREGATE_HINT|$OMPI_HELP_RELAY_LOST"
+}
+# relay_lost_note FILE: a note if Open MPI lost help messages in FILE.
+relay_lost_note() {
+    local n
+    n=$(grep -c -E "$OMPI_HELP_RELAY_LOST" "$1")
+    [ "$n" = 0 ] || note "mpirun lost $n help message(s) (Open MPI 4.1.4's self-send race, not ours): $(grep -m1 -E "$OMPI_HELP_RELAY_LOST" "$1")"
+}
 
 # ---- tests/mpi/stress with a cable pull (stress_cut) -------------------------
 # stress_t: the stress clock of the last progress line of $STRESS_LOG.out
@@ -296,6 +339,7 @@ stress_cut() {
     fi
     grep -q '^stress: .* 0 errors$' "$STRESS_LOG.out" || die "data errors"
     note "$(other_stderr "$STRESS_LOG.err" | grep -c 'warning: path') path-failure warnings on stderr (expected during a pull)"
+    relay_lost_note "$STRESS_LOG.err"
     [ -z "$(fault_stderr "$STRESS_LOG.err")" ] || {
         fault_stderr "$STRESS_LOG.err" | head -20
         die "errors or unexpected warnings on stderr"
