@@ -97,17 +97,21 @@ std::vector<std::string> sorted(std::vector<std::string> v) {
 BtlFabric::BtlFabric(FabricOptions o) : fake(fixture(o.fixture)) {
     fake.set_wire(true);
     const char *name = o.fixture;
-    qp::SnapshotSource fresh = [this, name]() -> util::Result<topo::Snapshot> {
-        const topo::Snapshot &cap = fixture(name);
-        return topo::read_live(fake.api(), [&cap]() -> util::Result<std::vector<topo::NetdevInfo>> {
-            return cap.netdevs;
-        });
+    topo::CacheSources src;
+    src.netdevs = [name]() -> util::Result<std::vector<topo::NetdevInfo>> {
+        return fixture(name).netdevs;
     };
-    auto snap = fresh();
-    REQUIRE(snap);
+    src.machine = [this, netdevs = src.netdevs] { return topo::read_live(fake.api(), netdevs); };
+    src.device = topo::verbs_device_reader(fake.api());
+    src.clock = [this] { return now_; };
+    topo::CacheOptions copt;
+    copt.max_age_seconds = o.cache_max_age_s;
+    cache = std::make_unique<topo::SnapshotCache>(std::move(src), copt);
+    cache->set_monitored(o.monitored);
+    auto view = cache->current();
+    REQUIRE(view);
     std::vector<std::string> skipped;
-    auto plans = btl::plan_ports(std::make_shared<const topo::Snapshot>(std::move(snap.value())),
-                                 select::Options{}, false, &skipped);
+    auto plans = btl::plan_ports(view->snapshot, select::Options{}, false, &skipped);
     REQUIRE(!plans.empty());
 
     btl::ModuleConfig cfg;
@@ -138,7 +142,7 @@ BtlFabric::BtlFabric(FabricOptions o) : fake(fixture(o.fixture)) {
         p->proc.proc_hostname = const_cast<char *>("fakehost");
         btl::ModuleEnv env;
         env.verbs = &fake.api();
-        env.snapshots = fresh;
+        env.snapshots = qp::cache_snapshot_source(*cache, plans.front().device);
         env.who = {p->name, p->token, static_cast<uint32_t>(o.procs)};
         env.peers = this;
         env.registry = [](btl::Device &dev) -> util::Result<std::unique_ptr<btl::MemoryRegistry>> {
