@@ -101,7 +101,10 @@ BtlFabric::BtlFabric(FabricOptions o) : fake(fixture(o.fixture)) {
     src.netdevs = [name]() -> util::Result<std::vector<topo::NetdevInfo>> {
         return fixture(name).netdevs;
     };
-    src.machine = [this, netdevs = src.netdevs] { return topo::read_live(fake.api(), netdevs); };
+    src.machine = [this, netdevs = src.netdevs] {
+        ++machine_reads;
+        return topo::read_live(fake.api(), netdevs);
+    };
     src.device = topo::verbs_device_reader(fake.api());
     src.clock = [this] { return now_; };
     topo::CacheOptions copt;

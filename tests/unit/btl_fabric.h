@@ -72,6 +72,8 @@ public:
     /// The one view of the (fake) machine every module reads, as the
     /// component's; its stats() count the reads.
     std::unique_ptr<topo::SnapshotCache> cache;
+    /// Reads of the whole (fake) machine, by the cache or anyone else.
+    int machine_reads = 0;
     KeepSink log;
     std::vector<std::unique_ptr<BtlProc>> procs;
     /// ModuleEnv::report calls of every module: (help topic, detail).
