@@ -203,7 +203,9 @@ ModuleEnv module_env(util::LogSink &log, const std::string &device) {
     env.peers = &g_state->peers;
     env.registry = [&log](Device &dev) { return grdma_registry(dev, log); };
     env.finalized = mca_btl_roce_component_module_finalized;
-    env.report = [](const char *topic, const std::string &detail) { show_error(topic, detail); };
+    env.report = [](const char *topic, const std::string &detail) {
+        show_explanation(topic, detail);
+    };
     return env;
 }
 

@@ -45,12 +45,4 @@ void Module::note_stall(Endpoint &ep) {
     }
 }
 
-void Module::report(const char *topic, const std::string &detail) {
-    if (env_.report) {
-        env_.report(topic, detail);
-    } else {
-        log_.write(util::LogLevel::kError, detail);
-    }
-}
-
 } // namespace roce::btl

@@ -59,15 +59,33 @@ int to_opal(const util::Status &status) noexcept {
     return OPAL_ERROR;
 }
 
-void show_error(const char *topic, const std::string &message) noexcept {
-    static const char *kHelpFile = "help-mpi-btl-roce.txt";
+namespace {
+
+const char *const kHelpFile = "help-mpi-btl-roce.txt";
+
+// Whether our help file is installed (checked each time, cheap next to an
+// error: its absence tells a build-tree run from an installed one).
+bool help_installed() {
     std::string path = std::string(ROCE_HELP_DIR) + "/" + kHelpFile;
-    const char *host = opal_process_info.nodename ? opal_process_info.nodename : "?";
-    if (access(path.c_str(), R_OK) == 0) {
-        // Open MPI appends to its search list on every call: add ours once.
-        static const bool added = opal_show_help_add_dir(ROCE_HELP_DIR) == OPAL_SUCCESS;
-        (void)added;
-        opal_show_help(kHelpFile, topic, true, host, message.c_str());
+    return access(path.c_str(), R_OK) == 0;
+}
+
+const char *host_name() {
+    return opal_process_info.nodename ? opal_process_info.nodename : "?";
+}
+
+void show_help_box(const char *topic, const std::string &message) {
+    // Open MPI appends to its search list on every call: add ours once.
+    static const bool added = opal_show_help_add_dir(ROCE_HELP_DIR) == OPAL_SUCCESS;
+    (void)added;
+    opal_show_help(kHelpFile, topic, true, host_name(), message.c_str());
+}
+
+} // namespace
+
+void show_error(const char *topic, const std::string &message) noexcept {
+    if (help_installed()) {
+        show_help_box(topic, message);
         return;
     }
     // Not installed (running from the build tree): the same text, unaggregated.
@@ -77,7 +95,13 @@ void show_error(const char *topic, const std::string &message) noexcept {
     if (std::strcmp(topic, "path failed") == 0) {
         return;
     }
-    opal_output(0, "btl roce [%s]: error: %s", host, message.c_str());
+    opal_output(0, "btl roce [%s]: error: %s", host_name(), message.c_str());
+}
+
+void show_explanation(const char *topic, const std::string &message) noexcept {
+    if (help_installed()) {
+        show_help_box(topic, message);
+    }
 }
 
 const char *setup_failure_topic(const util::Status &status) noexcept {

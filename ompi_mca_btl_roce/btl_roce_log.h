@@ -37,6 +37,14 @@ int to_opal(const util::Status &status) noexcept;
 /// (hostname, message). Thread-safe.
 void show_error(const char *topic, const std::string &message) noexcept;
 
+/// Only the help-file half of show_error: the explanation of `topic`
+/// through opal_show_help when our help file is installed, nothing
+/// otherwise. For errors of a running job, whose line the module prints
+/// itself (Module::report): Open MPI 4.1's mpirun loses some help messages
+/// of the ranks on its own node, the line on stderr always arrives.
+/// Thread-safe.
+void show_explanation(const char *topic, const std::string &message) noexcept;
+
 /// The help topic for a port whose setup failed with `status`: "qp
 /// transition failed" when a queue-pair transition was refused (the
 /// message is the qp/ diagnostic paragraph), else "port setup failed".

@@ -6,6 +6,7 @@
 
 #include <ctime>
 #include <cstddef>
+#include <cstring>
 
 #include "opal/class/opal_bitmap.h"
 #include "opal/mca/btl/base/base.h"
@@ -401,6 +402,17 @@ mca_btl_base_registration_handle_t *Module::register_mem(void *base, size_t size
 
 int Module::deregister_mem(mca_btl_base_registration_handle_t *handle) {
     return registry_->deregister_mem(handle);
+}
+
+void Module::report(const char *topic, const std::string &detail) {
+    // The line first, on stderr, where it cannot be lost; a failed path has
+    // its own warning line per failure already.
+    if (std::strcmp(topic, "path failed") != 0) {
+        log_.write(util::LogLevel::kError, detail);
+    }
+    if (env_.report) {
+        env_.report(topic, detail);
+    }
 }
 
 } // namespace roce::btl

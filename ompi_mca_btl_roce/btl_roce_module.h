@@ -139,10 +139,12 @@ struct ModuleEnv {
     std::function<double()> clock;
     /// btl_finalize: the owner forgets the module and deletes it (an OPAL code).
     std::function<int(mca_btl_base_module_t *)> finalized;
-    /// A user-facing error: `topic` names its cause (a section of
-    /// help-mpi-btl-roce.txt), `detail` says what happened. The component
-    /// shows it through opal_show_help (btl_roce_log.h); unset, the module
-    /// logs `detail` at error level. May be called with the module lock held.
+    /// A user-facing error of the running job: `topic` names its cause (a
+    /// section of help-mpi-btl-roce.txt), `detail` says what happened. The
+    /// module has already logged `detail` at error level (except for "path
+    /// failed", whose failures each have a warning line); the component adds
+    /// the topic's explanation through opal_show_help (btl_roce_log.h,
+    /// show_explanation). May be unset. Called with the module lock held.
     std::function<void(const char *topic, const std::string &detail)> report;
 };
 
@@ -317,7 +319,8 @@ private:
     /// A send must wait: counts a credit stall on a path that is up with
     /// a send-queue slot but no credit (btl_roce_counters.cc).
     void note_stall(Endpoint &ep);
-    /// A user-facing error through env_.report (btl_roce_counters.cc).
+    /// A user-facing error of the running job: its line at error level (none
+    /// for "path failed"), then env_.report for the explanation.
     void report(const char *topic, const std::string &detail);
     void drain_pending(Endpoint &ep);
     void maybe_send_credits(Endpoint &ep, size_t path);

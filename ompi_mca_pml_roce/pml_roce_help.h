@@ -26,4 +26,11 @@ void report(const char *topic, const char *detail, ...) noexcept
 /// runs at np 1 here). Thread-safe; never throws.
 void report_before_exit(const char *detail, ...) noexcept __attribute__((format(printf, 1, 2)));
 
+/// The fatal error that ends the job: report_before_exit's line (the
+/// process aborts right after, and mpirun also loses help messages of the
+/// ranks on its own node), then the "fatal" topic's explanation through
+/// opal_show_help when the help file is installed. Thread-safe; never
+/// throws.
+void report_fatal(const char *detail, ...) noexcept __attribute__((format(printf, 1, 2)));
+
 } // namespace roce::pml

@@ -29,7 +29,7 @@ void fatal(const char *fmt, ...) noexcept {
     va_start(ap, fmt);
     std::vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    report("fatal", "fatal: %s; aborting", msg);
+    report_fatal("fatal: %s; aborting", msg);
     ompi_mpi_abort(&ompi_mpi_comm_world.comm, MPI_ERR_INTERN);
     std::abort(); // ompi_mpi_abort does not return; keep [[noreturn]] honest
 }
