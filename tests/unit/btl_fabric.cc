@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "catch.h"
+#include "direct_registry.h"
 #include "fixtures.h"
 #include "topo/readers.h"
 
@@ -28,52 +29,6 @@ void on_error(mca_btl_base_module_t *btl, int32_t, opal_proc_t *, char *info) {
     REQUIRE(it != g_owner.end());
     it->second->errors.emplace_back(info != nullptr ? info : "");
 }
-
-/// Direct registrations (no cache) on the module's PD.
-class DirectRegistry final : public btl::MemoryRegistry {
-public:
-    explicit DirectRegistry(btl::Device &dev) : dev_(dev) {}
-    ~DirectRegistry() override {
-        for (auto &[h, r] : regs_) {
-            (void)dev_.api().dereg_mr(r->mr);
-        }
-    }
-    mca_btl_base_registration_handle_t *register_mem(void *base, size_t size,
-                                                     uint32_t flags) override {
-        int access = IBV_ACCESS_LOCAL_WRITE;
-        access |= (flags & MCA_BTL_REG_FLAG_REMOTE_READ) ? IBV_ACCESS_REMOTE_READ : 0;
-        access |= (flags & MCA_BTL_REG_FLAG_REMOTE_WRITE) ? IBV_ACCESS_REMOTE_WRITE : 0;
-        access |= (flags & MCA_BTL_REG_FLAG_REMOTE_ATOMIC) ? IBV_ACCESS_REMOTE_ATOMIC : 0;
-        ibv_mr *mr = dev_.api().reg_mr(dev_.pd(), base, size, access);
-        if (mr == nullptr) {
-            return nullptr;
-        }
-        auto r = std::make_unique<Reg>();
-        r->mr = mr;
-        r->handle.rkey = mr->rkey;
-        r->handle.lkey = mr->lkey;
-        auto *h = &r->handle;
-        regs_[h] = std::move(r);
-        return h;
-    }
-    int deregister_mem(mca_btl_base_registration_handle_t *h) override {
-        auto it = regs_.find(h);
-        if (it == regs_.end()) {
-            return OPAL_ERR_BAD_PARAM;
-        }
-        int rc = dev_.api().dereg_mr(it->second->mr);
-        regs_.erase(it);
-        return rc == 0 ? OPAL_SUCCESS : OPAL_ERROR;
-    }
-
-private:
-    struct Reg {
-        ibv_mr *mr = nullptr;
-        mca_btl_base_registration_handle_t handle{};
-    };
-    btl::Device &dev_;
-    std::map<mca_btl_base_registration_handle_t *, std::unique_ptr<Reg>> regs_;
-};
 
 } // namespace
 
