@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "alloc_count.h"
+#include "conn_args.h"
 #include "btl_roce_module.h"
 #include "direct_registry.h"
 #include "fake_verbs.h"
@@ -335,42 +336,20 @@ private:
     std::vector<btl::wire::ModexAddress> modex_;
 };
 
-std::vector<int> parse_list(const char *s) {
-    std::vector<int> out;
-    while (*s != '\0') {
-        char *end = nullptr;
-        out.push_back(static_cast<int>(std::strtol(s, &end, 10)));
-        if (end == s || (*end != ',' && *end != '\0')) {
-            break;
-        }
-        s = *end == ',' ? end + 1 : end;
-    }
-    return out;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
-    std::vector<int> peers = {1, 64, 1024, 4096};
-    std::string which = "both";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (std::strcmp(argv[i], "--peers") == 0) {
-            peers = parse_list(argv[i + 1]);
-        } else if (std::strcmp(argv[i], "--mode") == 0) {
-            which = argv[i + 1];
-        } else {
-            std::fprintf(stderr,
-                         "usage: btl_conn_bench [--peers N,N,...] [--mode before|after|both]\n");
-            return 2;
-        }
+    auto args = bench::parse_conn_args("btl_conn_bench", argc, argv);
+    if (!args) {
+        return 2;
     }
     std::printf("# %-7s %6s %9s %9s %8s %8s %12s %10s %12s %12s\n", "mode", "peers", "seconds",
                 "us/peer", "machine", "device", "transitions", "ahs", "allocs/peer",
                 "bytes/peer");
     int failed = 0;
-    for (int n : peers) {
+    for (int n : args->peers) {
         for (bool cached : {false, true}) {
-            if ((cached && which == "before") || (!cached && which == "after")) {
+            if ((cached && !args->after) || (!cached && !args->before)) {
                 continue;
             }
             Result r;

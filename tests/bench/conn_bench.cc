@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "alloc_count.h"
+#include "conn_args.h"
 #include "fake_verbs.h"
 #include "synthetic_machine.h"
 #include "qp/preflight.h"
@@ -209,34 +210,12 @@ Result connect_all(int peers, bool cached) {
     return r;
 }
 
-std::vector<int> parse_list(const char *s) {
-    std::vector<int> out;
-    while (*s != '\0') {
-        char *end = nullptr;
-        out.push_back(static_cast<int>(std::strtol(s, &end, 10)));
-        s = *end == ',' ? end + 1 : end;
-        if (end == nullptr || (*end != ',' && *end != '\0')) {
-            break;
-        }
-    }
-    return out;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
-    std::vector<int> peers = {1, 64, 1024, 4096};
-    std::string which = "both";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (std::strcmp(argv[i], "--peers") == 0) {
-            peers = parse_list(argv[i + 1]);
-        } else if (std::strcmp(argv[i], "--mode") == 0) {
-            which = argv[i + 1];
-        } else {
-            std::fprintf(stderr,
-                         "usage: conn_bench [--peers N,N,...] [--mode before|after|both]\n");
-            return 2;
-        }
+    auto args = bench::parse_conn_args("conn_bench", argc, argv);
+    if (!args) {
+        return 2;
     }
     {
         int64_t before = bench::live_bytes();
@@ -250,9 +229,9 @@ int main(int argc, char **argv) {
                 "us/peer", "machine", "device", "netdev", "dev opens", "allocs/peer", "bytes/peer",
                 "failed");
     int failed = 0;
-    for (int n : peers) {
+    for (int n : args->peers) {
         for (bool cached : {false, true}) {
-            if ((cached && which == "before") || (!cached && which == "after")) {
+            if ((cached && !args->after) || (!cached && !args->before)) {
                 continue;
             }
             Result r = connect_all(n, cached);
