@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "select/gid_rank.h"
 #include "util/net.h"
 #include "util/strings.h"
 
@@ -11,48 +12,21 @@ namespace roce::btl {
 using util::Code;
 using util::IpAddress;
 using util::Status;
-using util::Subnet;
 
 namespace {
-
-int prefix_of(const topo::Snapshot &snap, const topo::GidEntry &g) {
-    IpAddress a = g.address();
-    if (const topo::NetdevInfo *nd = snap.find_netdev(g.netdev)) {
-        for (const auto &ad : nd->addresses) {
-            if (ad.address == a) {
-                return ad.prefix_len;
-            }
-        }
-    }
-    return a.is_v4() ? 32 : 64; // no address record: the GID alone
-}
-
-const topo::GidEntry *find_gid(const topo::PortInfo &port, int index) {
-    for (const auto &g : port.gids) {
-        if (g.index == index) {
-            return &g;
-        }
-    }
-    return nullptr;
-}
 
 LocalGid local_gid(const topo::Snapshot &snap, const topo::GidEntry &g) {
     LocalGid l;
     l.index = g.index;
     l.gid = g.gid;
     l.type = static_cast<uint8_t>(g.type);
-    l.prefix_len = static_cast<uint8_t>(prefix_of(snap, g));
+    // The prefix of the netdev address the GID carries; 0 ("not known" on
+    // the wire) when no address record holds it: a peer then judges by its
+    // own prefix, never by an assumed one.
+    int prefix = select::local_prefix(snap, g);
+    l.prefix_len = static_cast<uint8_t>(prefix > 0 ? prefix : 0);
     l.netdev = g.netdev;
     return l;
-}
-
-// Two addresses of one family are on the same link when either side's
-// prefix puts the other inside it.
-bool same_subnet(const IpAddress &a, int a_len, const IpAddress &b, int b_len) {
-    if (a.family() != b.family()) {
-        return false;
-    }
-    return Subnet::of(a, a_len).contains(b) || Subnet::of(b, b_len).contains(a);
 }
 
 } // namespace
@@ -120,7 +94,7 @@ std::vector<PortPlan> plan_ports(std::shared_ptr<const topo::Snapshot> snapshot,
             std::stable_sort(ranked.begin(), ranked.end(),
                              [](const auto *a, const auto *b) { return a->rank < b->rank; });
             for (const auto *v : ranked) {
-                if (const topo::GidEntry *g = find_gid(port, v->index)) {
+                if (const topo::GidEntry *g = port.find_gid(v->index)) {
                     p.gids.push_back(local_gid(*snapshot, *g));
                 }
             }
@@ -135,87 +109,46 @@ std::vector<PortPlan> plan_ports(std::shared_ptr<const topo::Snapshot> snapshot,
     return plans;
 }
 
-bool on_link(const PortPlan &plan, const PathChoice &choice, const wire::Gid &peer) {
-    IpAddress la = IpAddress::from_gid(choice.sgid);
-    int len = la.bits();
-    if (const topo::DeviceInfo *dev = plan.snapshot->find_device(plan.device)) {
-        if (const topo::PortInfo *port = dev->find_port(plan.port)) {
-            if (const topo::GidEntry *g = find_gid(*port, choice.sgid_index)) {
-                len = prefix_of(*plan.snapshot, *g);
-            }
-        }
-    }
-    return same_subnet(la, len, IpAddress::from_gid(peer), len);
-}
-
-util::Result<PathChoice> choose_path(const PortPlan &plan, const wire::PortAdvert &peer) {
-    const topo::DeviceInfo *dev = plan.snapshot->find_device(plan.device);
-    const topo::PortInfo *port = nullptr;
-    if (dev != nullptr) {
-        for (const auto &p : dev->ports) {
-            if (p.port == plan.port) {
-                port = &p;
-            }
-        }
-    }
-    if (port == nullptr) {
-        return Status(Code::kNotFound, plan.device + " is no longer in the snapshot");
-    }
-    select::Peer sp;
-    sp.name = util::format("%s:%u", peer.device.c_str(), peer.port);
+select::PeerPort peer_port_of(const wire::PortAdvert &peer) {
+    select::PeerPort pp;
+    pp.peer.name = util::format("%s:%u", peer.device.c_str(), peer.port);
     for (const auto &g : peer.gids) {
         select::PeerAddress pa;
         pa.address = IpAddress::from_gid(g.gid);
-        pa.prefix_len = g.prefix_len;
+        pa.prefix_len = g.prefix_len > 0 ? g.prefix_len : -1;
         pa.type = static_cast<topo::GidType>(g.type);
-        sp.addresses.push_back(pa);
+        pp.peer.addresses.push_back(pa);
     }
-    select::PortChoice pc = select::select_port(*plan.snapshot, *dev, *port, plan.options, &sp,
-                                                plan.privileged);
-    if (!pc.ok()) {
-        return Status(Code::kUnavailable, pc.error);
-    }
-    const select::Selection &sel = *pc.selection;
-    IpAddress la = IpAddress::from_gid(sel.gid);
-    const topo::GidEntry *lg = find_gid(*port, sel.gid_index);
-    int l_len = lg ? prefix_of(*plan.snapshot, *lg) : la.bits();
-    // The peer GID: same type and family, on our link; with a forced index
-    // (routed RoCE v2) the first of the right type and family.
-    const wire::GidAdvert *best = nullptr;
-    for (const auto &g : peer.gids) {
-        IpAddress ra = IpAddress::from_gid(g.gid);
-        if (g.type != static_cast<uint8_t>(sel.gid_type) || ra.family() != la.family()) {
-            continue;
-        }
-        if (same_subnet(la, l_len, ra, g.prefix_len)) {
-            best = &g;
-            break;
-        }
-        if (best == nullptr && plan.options.gid_index >= 0) {
-            best = &g;
-        }
-    }
-    if (best == nullptr) {
-        return Status(Code::kUnavailable,
-                      util::format("selected gid[%d] %s but the peer advertises no %s GID of that "
-                                   "family on its link",
-                                   sel.gid_index, la.to_string().c_str(),
-                                   topo::to_string(sel.gid_type)));
+    pp.path_mtu = static_cast<ibv_mtu>(peer.path_mtu);
+    return pp;
+}
+
+bool on_link(const topo::Snapshot &snapshot, const PathChoice &choice, const wire::Gid &peer,
+             int peer_prefix_len) {
+    select::PeerAddress pa;
+    pa.address = IpAddress::from_gid(peer);
+    pa.prefix_len = peer_prefix_len;
+    pa.type = choice.selection.gid_type;
+    return select::on_link(snapshot, choice.selection, pa);
+}
+
+util::Result<PathChoice> choose_path(const PortPlan &plan, const topo::Snapshot &snapshot,
+                                     const wire::PortAdvert &peer) {
+    select::PathDecision d = select::select_path(snapshot, {plan.device, plan.port}, plan.options,
+                                                 peer_port_of(peer), plan.privileged);
+    if (!d.ok()) {
+        return Status(Code::kUnavailable, d.error);
     }
     PathChoice c;
-    c.sgid_index = sel.gid_index;
-    c.sgid = sel.gid;
-    c.dgid = best->gid;
-    c.gid_type = static_cast<uint8_t>(sel.gid_type);
-    c.path_mtu = std::min<int>(sel.path_mtu, peer.path_mtu);
-    c.selection = sel;
-    c.selection.path_mtu = static_cast<ibv_mtu>(c.path_mtu);
+    c.selection = std::move(*d.selection);
+    c.dgid = d.remote_gid;
+    c.remote_prefix_len = d.remote_prefix_len;
     // One line per peer: the port's full reasoning was logged once already.
-    c.why = util::format("gid[%d] %s (%s, %s) -> %s:%u %s, mtu %d", sel.gid_index,
-                         la.to_string().c_str(), topo::to_string(sel.gid_type),
-                         sel.netdev.c_str(), peer.device.c_str(), peer.port,
-                         IpAddress::from_gid(best->gid).to_string().c_str(),
-                         128 << c.path_mtu);
+    c.why = util::format("gid[%d] %s (%s, %s) -> %s:%u %s, mtu %d", c.sgid_index(),
+                         IpAddress::from_gid(c.sgid()).to_string().c_str(),
+                         topo::to_string(c.selection.gid_type), c.selection.netdev.c_str(),
+                         peer.device.c_str(), peer.port,
+                         IpAddress::from_gid(c.dgid).to_string().c_str(), 128 << c.path_mtu());
     return c;
 }
 

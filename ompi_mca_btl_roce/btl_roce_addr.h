@@ -8,6 +8,7 @@
 
 #include "qp/queue_pair.h"
 #include "select/options.h"
+#include "select/path.h"
 #include "select/selection.h"
 #include "topo/snapshot.h"
 #include "util/status.h"
@@ -45,15 +46,21 @@ struct PortPlan {
     bool privileged = false;
 };
 
-/// How to reach one peer port: our GID slot, the peer's GID, the MTU.
+/// How to reach one peer port; every path of an endpoint uses it.
 struct PathChoice {
-    int sgid_index = 0;
-    wire::Gid sgid{};
-    wire::Gid dgid{};
-    uint8_t gid_type = 2;
-    int path_mtu = 0;       ///< min of both sides, ibv_mtu enum
-    std::string why;
-    select::Selection selection; ///< the policy's choice for this peer (RC QPs)
+    /// Our side as select::select_path chose it: device, port, GID
+    /// slot/value/type/netdev, pkey, qkey, and the path MTU (the lower of
+    /// both sides'). The endpoint's one Selection: when preflight follows
+    /// our GID to another slot, gid_index is updated here and nowhere else.
+    select::Selection selection;
+    wire::Gid dgid{};           ///< the peer GID addressed
+    int remote_prefix_len = -1; ///< as the peer advertised it; -1 not advertised
+    std::string why;            ///< one line: our GID -> the peer's, the MTU
+
+    int sgid_index() const { return selection.gid_index; }
+    const wire::Gid &sgid() const { return selection.gid; }
+    uint8_t gid_type() const { return static_cast<uint8_t>(selection.gid_type); }
+    int path_mtu() const { return static_cast<int>(selection.path_mtu); } ///< ibv_mtu enum
 };
 
 /// The Linux bond a GID's netdev sits on (directly, or as a VLAN on it).
@@ -71,14 +78,25 @@ std::vector<PortPlan> plan_ports(std::shared_ptr<const topo::Snapshot> snapshot,
                                  const select::Options &options, bool privileged,
                                  std::vector<std::string> *skipped);
 
-/// Runs the selection policy for `peer`'s advertised GIDs and picks the
-/// peer GID to address. kUnavailable naming both sides' subnets when no
-/// local GID reaches the peer.
-util::Result<PathChoice> choose_path(const PortPlan &plan, const wire::PortAdvert &peer);
+/// `peer` as select::select_path takes it: its GIDs in its order with
+/// their types and advertised prefixes (0 on the wire, "not advertised",
+/// becomes -1: only our own prefix then judges reachability), and its path
+/// MTU.
+select::PeerPort peer_port_of(const wire::PortAdvert &peer);
 
-/// Whether `peer` is on the link of `choice`'s local GID (by the prefix of
-/// that address in `plan`'s snapshot).
-bool on_link(const PortPlan &plan, const PathChoice &choice, const wire::Gid &peer);
+/// select::select_path for `peer` from `plan`'s port as `snapshot` shows it,
+/// under the plan's options: our Selection, the peer GID and the MTU, with
+/// one `why` line. kUnavailable with the policy's reason (it names both
+/// sides' addresses) when no local GID reaches the peer, or when the port
+/// is gone from `snapshot`.
+util::Result<PathChoice> choose_path(const PortPlan &plan, const topo::Snapshot &snapshot,
+                                     const wire::PortAdvert &peer);
+
+/// Whether the peer address `peer` (with the prefix it advertised, -1 when
+/// none) is on the link of `choice`'s local GID in `snapshot`
+/// (select::on_link).
+bool on_link(const topo::Snapshot &snapshot, const PathChoice &choice, const wire::Gid &peer,
+             int peer_prefix_len);
 
 /// The modex advertisement of a port.
 wire::PortAdvert advertise(const PortPlan &plan, uint32_t ud_qpn);

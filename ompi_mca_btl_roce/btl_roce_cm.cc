@@ -32,10 +32,11 @@ Status Module::ensure_ah(Endpoint &ep) {
     }
     qp::QpParams params;
     ibv_ah_attr a = qp::build_ah_attr(ep.path().selection, ep.path().dgid, params);
-    // Address handles go through the same checks as QP transitions.
+    // Address handles go through the same checks as QP transitions, against
+    // the same shared view (no machine read here).
     auto snap = env_.snapshots();
     if (snap) {
-        qp::PreflightResult pf = qp::preflight_ah(*snap, ep.path().selection, a);
+        qp::PreflightResult pf = qp::preflight_ah(**snap, ep.path().selection, a);
         for (const auto &c : pf.corrections) {
             log_.write(LogLevel::kInfo, "address handle to " + ep.label + ": " + c);
         }
@@ -54,66 +55,70 @@ Status Module::ensure_ah(Endpoint &ep) {
         return Status::from_errno(errno, util::format("ibv_create_ah on %s:%d gid[%d] %s -> %s",
                                                       plan_.device.c_str(), plan_.port,
                                                       a.grh.sgid_index,
-                                                      gid_text(ep.path().sgid).c_str(),
+                                                      gid_text(ep.path().sgid()).c_str(),
                                                       gid_text(ep.path().dgid).c_str()));
     }
     ep.ah_ = verbs::Ah(ah, verbs::AhDeleter{&dev_->api(), &log_});
-    if (a.grh.sgid_index != ep.path_.sgid_index) {
-        // Preflight followed our GID to its new slot (the bond's addresses
-        // were rewritten, e.g. at an active-backup failover): RC QPs made
-        // from now on start from the new index.
-        ep.path_.sgid_index = a.grh.sgid_index;
-        ep.path_.selection.gid_index = a.grh.sgid_index;
-    }
+    // Preflight followed our GID to its new slot (the bond's addresses were
+    // rewritten, e.g. at an active-backup failover): the endpoint's one
+    // Selection follows, so RC QPs made from now on start from the new index.
+    ep.path_.selection.gid_index = a.grh.sgid_index;
     return Status::ok();
 }
 
-// Is our GID still in the table? When the bond's address was replaced it is
-// not (preflight would refuse every transition): choose again, by the same
-// policy, from a fresh snapshot. The peer learns our new address from the
-// next REQ (peer_moved on its side).
+std::shared_ptr<const topo::Snapshot> Module::current_view() {
+    auto view = env_.snapshots();
+    if (!view) {
+        log_.write(LogLevel::kDebug, "no current view of the machine, using the last one: " +
+                                         view.status().message());
+        return plan_.snapshot;
+    }
+    plan_.snapshot = std::move(view.value());
+    return plan_.snapshot;
+}
+
+// Is our address still in the table? select::revalidate judges the
+// endpoint's Selection against the current view: a GID (or pkey) that only
+// moved to another slot is followed; one that is gone makes the policy
+// choose again. The peer learns our new address from the next REQ
+// (peer_moved on its side).
 bool Module::revalidate_path(Endpoint &ep, const std::shared_ptr<const topo::Snapshot> &given) {
-    std::shared_ptr<const topo::Snapshot> snap = given;
+    std::shared_ptr<const topo::Snapshot> snap = given ? given : current_view();
     if (!snap) {
-        auto read = env_.snapshots();
-        if (!read) {
-            return false;
-        }
-        snap = std::make_shared<const topo::Snapshot>(std::move(read.value()));
-    }
-    const topo::DeviceInfo *dev = snap->find_device(plan_.device);
-    const topo::PortInfo *port = dev ? dev->find_port(plan_.port) : nullptr;
-    if (port != nullptr) {
-        for (const auto &g : port->gids) {
-            if (std::equal(g.gid.begin(), g.gid.end(), ep.path_.sgid.begin())) {
-                return false; // still there (preflight follows it if it moved slots)
-            }
-        }
-    }
-    PortPlan fresh = plan_;
-    fresh.snapshot = snap;
-    auto choice = choose_path(fresh, ep.peer_port_);
-    if (!choice) {
-        report("address changed",
-                   util::format("%s: our address %s is gone and no other reaches the peer: %s",
-                                ep.label.c_str(), gid_text(ep.path_.sgid).c_str(),
-                                choice.status().message().c_str()));
         return false;
     }
-    // New endpoints choose from the fresh view as well.
-    plan_.snapshot = fresh.snapshot;
+    select::Revalidation r = select::revalidate(ep.path_.selection, *snap);
+    if (r.validity == select::Validity::kUnchanged) {
+        return false;
+    }
+    if (r.validity == select::Validity::kMoved) {
+        log_.write(LogLevel::kInfo,
+                   util::format("%s: %s", ep.label.c_str(), r.why.c_str()));
+        ep.path_.selection = r.selection;
+        ep.ah_.reset();
+        return false;
+    }
+    auto choice = choose_path(plan_, *snap, ep.peer_port_);
+    if (!choice) {
+        report("address changed",
+               util::format("%s: our address %s is gone (%s) and no other reaches the peer: %s",
+                            ep.label.c_str(), gid_text(ep.path_.sgid()).c_str(), r.why.c_str(),
+                            choice.status().message().c_str()));
+        return false;
+    }
     PathChoice c = choice.value();
     // A peer address learned from the peer itself is newer than its modex
     // record: keep it while it is on the new GID's link.
-    if (ep.dgid_learned_ && on_link(plan_, c, ep.path_.dgid)) {
+    if (ep.dgid_learned_ && on_link(*snap, c, ep.path_.dgid, ep.path_.remote_prefix_len)) {
         c.dgid = ep.path_.dgid;
+        c.remote_prefix_len = ep.path_.remote_prefix_len;
     } else {
         ep.dgid_learned_ = false;
     }
-    log_.write(LogLevel::kInfo, util::format("%s: our address %s is gone; now gid[%d] %s -> %s",
-                                             ep.label.c_str(), gid_text(ep.path_.sgid).c_str(),
-                                             c.sgid_index, gid_text(c.sgid).c_str(),
-                                             gid_text(c.dgid).c_str()));
+    log_.write(LogLevel::kInfo, util::format("%s: our address %s is gone (%s); now gid[%d] %s -> %s",
+                                             ep.label.c_str(), gid_text(ep.path_.sgid()).c_str(),
+                                             r.why.c_str(), c.sgid_index(),
+                                             gid_text(c.sgid()).c_str(), gid_text(c.dgid).c_str()));
     set_path_choice(ep, c);
     return true;
 }
@@ -123,7 +128,7 @@ void Module::set_path_choice(Endpoint &ep, const PathChoice &c) {
     ep.ah_.reset();
     BondView bond = bond_view(*plan_.snapshot, c.selection.netdev);
     ep.spread_model_ = spread_model(bond.members, bond.hash_policy,
-                                    util::IpAddress::from_gid(c.sgid),
+                                    util::IpAddress::from_gid(c.sgid()),
                                     util::IpAddress::from_gid(c.dgid));
 }
 
@@ -181,8 +186,8 @@ Status Module::send_cm(Peer &peer, const std::vector<uint8_t> &bytes) {
 
 void Module::address(const Peer &peer, wire::CmMessage &m) const {
     const Endpoint &ep = static_cast<const Endpoint &>(peer);
-    m.path_mtu = static_cast<uint8_t>(ep.path().path_mtu);
-    m.src_gid = ep.path().sgid;
+    m.path_mtu = static_cast<uint8_t>(ep.path().path_mtu());
+    m.src_gid = ep.path().sgid();
     m.dst_gid = ep.path().dgid;
 }
 
@@ -279,36 +284,40 @@ void Module::peer_moved(Peer &peer, const wire::Gid &from) {
     log_.write(LogLevel::kInfo, util::format("%s moved from %s to %s: addressing it there",
                                              ep.label.c_str(), gid_text(ep.path_.dgid).c_str(),
                                              gid_text(from).c_str()));
+    // The prefix of the new address: the peer's own, when its modex
+    // advertised that address; else none (our prefix alone judges).
+    wire::PortAdvert only = ep.peer_port_;
+    only.gids.clear();
+    for (const auto &g : ep.peer_port_.gids) {
+        if (g.gid == from) {
+            only.gids.push_back(g);
+        }
+    }
+    if (only.gids.empty()) {
+        wire::GidAdvert g;
+        g.gid = from;
+        g.type = ep.path_.gid_type();
+        g.prefix_len = 0; // not known
+        only.gids.push_back(g);
+    }
+    int prefix = only.gids.front().prefix_len > 0 ? only.gids.front().prefix_len : -1;
     PathChoice c = ep.path_;
     c.dgid = from;
-    if (!on_link(plan_, c, c.dgid)) {
+    c.remote_prefix_len = prefix;
+    std::shared_ptr<const topo::Snapshot> snap = current_view();
+    if (!on_link(*snap, c, from, prefix)) {
         // The peer now speaks from another subnet (its address moved to the
         // VLAN, say): answer from our GID on that subnet, as the policy
         // would have chosen for that address.
-        wire::PortAdvert only = ep.peer_port_;
-        only.gids.clear();
-        for (const auto &g : ep.peer_port_.gids) {
-            if (g.gid == from) {
-                only.gids.push_back(g);
-            }
-        }
-        if (only.gids.empty()) {
-            wire::GidAdvert g;
-            g.gid = from;
-            g.type = ep.path_.gid_type;
-            g.prefix_len = util::IpAddress::from_gid(from).is_v4() ? 24 : 64;
-            only.gids.push_back(g);
-        }
-        auto choice = choose_path(plan_, only);
+        auto choice = choose_path(plan_, *snap, only);
         if (!choice) {
             report("no reachable gid",
-                       util::format("%s moved to %s, which no local GID reaches: %s",
-                                    ep.label.c_str(), gid_text(from).c_str(),
-                                    choice.status().message().c_str()));
+                   util::format("%s moved to %s, which no local GID reaches: %s",
+                                ep.label.c_str(), gid_text(from).c_str(),
+                                choice.status().message().c_str()));
             return;
         }
         c = choice.value();
-        c.dgid = from;
     }
     set_path_choice(ep, c);
     ep.dgid_learned_ = true;
@@ -327,8 +336,8 @@ std::string Module::route(const Peer &peer) const {
     return util::format("REQs from %s:%d gid[%d] %s to %s, UD qpn 0x%x, no reply; check that the "
                         "peer's RoCE port is up and the two addresses reach each other "
                         "(roce-doctor --peer %s)",
-                        plan_.device.c_str(), plan_.port, ep.path().sgid_index,
-                        gid_text(ep.path().sgid).c_str(), gid_text(ep.path().dgid).c_str(),
+                        plan_.device.c_str(), plan_.port, ep.path().sgid_index(),
+                        gid_text(ep.path().sgid()).c_str(), gid_text(ep.path().dgid).c_str(),
                         ep.peer_port().ud_qpn, gid_text(ep.path().dgid).c_str());
 }
 

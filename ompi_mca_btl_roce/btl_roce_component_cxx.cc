@@ -24,10 +24,12 @@
 #include "btl_roce_pvars.h"
 #include "proto/locality.h"
 #include "opal_env.h"
+#include "netmon/cache_feed.h"
 #include "netmon/monitor.h"
 #include "netmon/rdma_binding.h"
 #include "topo/port_probe.h"
 #include "topo/readers.h"
+#include "topo/snapshot_cache.h"
 #include "util/privilege.h"
 #include "util/strings.h"
 #include "verbs/verbs_api.h"
@@ -41,9 +43,14 @@ struct ComponentState {
     OpalSink log;
     ProcessInfo who;
     OpalPeerDirectory peers; ///< the modules' view of the other processes
+    /// The process's one view of the machine, shared by every module for
+    /// planning, preflight and re-addressing (topo/snapshot_cache.h).
+    /// Declared first: it outlives the feed and the modules reading it.
+    std::unique_ptr<topo::SnapshotCache> cache;
     /// Declared before the modules: destroyed (its thread joined) after
     /// them, and their event queues detach either way.
     std::unique_ptr<netmon::Monitor> monitor;
+    netmon::Subscription feed; ///< the monitor's events into the cache
     std::vector<std::unique_ptr<Module>> modules;
 };
 
@@ -151,6 +158,9 @@ void start_monitor(util::LogSink &log) {
     for (auto &m : g_state->modules) {
         m->follow(*mon);
     }
+    // From now on the cache re-reads a device or the netdevs only after an
+    // event about them (and once in full, for what changed before).
+    g_state->feed = netmon::feed_cache(*mon, *g_state->cache);
     g_state->monitor = std::move(mon);
 }
 
@@ -173,11 +183,22 @@ void not_used(util::LogSink &log, const std::string &why) {
     log.write(util::LogLevel::kInfo, "not used: " + why);
 }
 
-// What a module takes from Open MPI and rdma-core (opal_env.h).
-ModuleEnv module_env(util::LogSink &log) {
+// The process's snapshot cache over rdma-core and the live netdevs: the
+// first use reads the machine, later ones only what the monitor's events
+// (or, without a monitor, an age of 1 s) marked stale.
+std::unique_ptr<topo::SnapshotCache> make_cache() {
+    topo::CacheSources src;
+    src.netdevs = topo::live_netdev_reader();
+    src.machine = [netdevs = src.netdevs] { return topo::read_live(verbs::real_verbs(), netdevs); };
+    src.device = topo::verbs_device_reader(verbs::real_verbs());
+    return std::make_unique<topo::SnapshotCache>(std::move(src));
+}
+
+// What a module for `device` takes from Open MPI and rdma-core (opal_env.h).
+ModuleEnv module_env(util::LogSink &log, const std::string &device) {
     ModuleEnv env;
     env.verbs = &verbs::real_verbs();
-    env.snapshots = live_snapshot_source();
+    env.snapshots = qp::cache_snapshot_source(*g_state->cache, device);
     env.who = g_state->who;
     env.peers = &g_state->peers;
     env.registry = [&log](Device &dev) { return grdma_registry(dev, log); };
@@ -211,15 +232,15 @@ mca_btl_base_module_t **init(int *num_btls) {
         not_used(log, why);
         return nullptr;
     }
-    auto snap = topo::read_live(verbs::real_verbs(), topo::live_netdev_reader());
-    if (!snap) {
+    g_state->cache = make_cache();
+    auto view = g_state->cache->current();
+    if (!view) {
         log.write(util::LogLevel::kWarn, "not used: cannot read the RDMA/netdev state: " +
-                                             snap.status().message());
+                                             view.status().message());
         return nullptr;
     }
-    auto shared = std::make_shared<const topo::Snapshot>(std::move(snap.value()));
     std::vector<std::string> skipped;
-    std::vector<PortPlan> plans = plan_ports(shared, *options, privileged, &skipped);
+    std::vector<PortPlan> plans = plan_ports(view->snapshot, *options, privileged, &skipped);
     for (const auto &s : skipped) {
         log.write(util::LogLevel::kInfo, "port not used: " + s);
     }
@@ -243,7 +264,7 @@ mca_btl_base_module_t **init(int *num_btls) {
         log.write(util::LogLevel::kInfo,
                   util::format("%s:%d: %s", plan.device.c_str(), plan.port,
                                plan.explanation.c_str()));
-        auto m = Module::create(plan, *config, module_env(log), log);
+        auto m = Module::create(plan, *config, module_env(log, plan.device), log);
         if (!m) {
             // A port the policy accepted but that cannot be set up is worth
             // an error: this is the reported failure, said precisely.

@@ -73,7 +73,7 @@ Result<RegisteredSlab> register_slab(const verbs::VerbsApi &api, ibv_pd *pd, siz
 
 Result<std::unique_ptr<Device>> Device::open(const verbs::VerbsApi &api,
                                              const select::Selection &sel,
-                                             qp::SnapshotSource fresh, bool privileged,
+                                             qp::SharedSnapshotSource fresh, bool privileged,
                                              const DeviceConfig &cfg, util::LogSink &log) {
     const std::string &device_name = sel.device;
     std::unique_ptr<Device> d(new Device());
@@ -179,7 +179,7 @@ Status Device::create_slabs(util::LogSink &log) {
     return Status::ok();
 }
 
-Status Device::create_queues(const select::Selection &sel, qp::SnapshotSource fresh,
+Status Device::create_queues(const select::Selection &sel, qp::SharedSnapshotSource fresh,
                              bool privileged, util::LogSink &log) {
     const verbs::VerbsApi &api = *api_;
     int cqe = static_cast<int>(srq_count_ + 2 * cfg_.ud_bufs + cfg_.send_frags + kCqSlack);

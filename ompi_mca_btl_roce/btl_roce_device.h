@@ -68,7 +68,7 @@ public:
     /// `log` must outlive the Device.
     static util::Result<std::unique_ptr<Device>> open(const verbs::VerbsApi &api,
                                                       const select::Selection &sel,
-                                                      qp::SnapshotSource fresh, bool privileged,
+                                                      qp::SharedSnapshotSource fresh, bool privileged,
                                                       const DeviceConfig &cfg,
                                                       util::LogSink &log);
     ~Device();
@@ -146,7 +146,7 @@ public:
 
 private:
     Device() = default;
-    util::Status create_queues(const select::Selection &sel, qp::SnapshotSource fresh,
+    util::Status create_queues(const select::Selection &sel, qp::SharedSnapshotSource fresh,
                                bool privileged, util::LogSink &log);
     util::Status create_slabs(util::LogSink &log);
 

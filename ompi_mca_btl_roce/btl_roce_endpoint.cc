@@ -48,6 +48,8 @@ Endpoint::~Endpoint() = default;
 Endpoint *Module::add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr,
                                std::string *why) {
     std::vector<std::string> reasons;
+    // New endpoints choose from the machine as it is now.
+    std::shared_ptr<const topo::Snapshot> view = current_view();
     for (size_t i = 0; i < addr.ports.size(); ++i) {
         const wire::PortAdvert &pp = addr.ports[i];
         if (pp.qkey != plan_.qkey) {
@@ -58,7 +60,7 @@ Endpoint *Module::add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr
                                            util::hex32(plan_.qkey).c_str()));
             continue;
         }
-        auto path = choose_path(plan_, pp);
+        auto path = choose_path(plan_, *view, pp);
         if (!path) {
             reasons.push_back(path.status().message());
             continue;
@@ -68,9 +70,9 @@ Endpoint *Module::add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr
                                              path.value());
         ep->loopback = (name == env_.who.name);
         ep->token = addr.token;
-        BondView bond = bond_view(*plan_.snapshot, ep->path().selection.netdev);
+        BondView bond = bond_view(*view, ep->path().selection.netdev);
         ep->spread_model_ = spread_model(bond.members, bond.hash_policy,
-                                         util::IpAddress::from_gid(ep->path().sgid),
+                                         util::IpAddress::from_gid(ep->path().sgid()),
                                          util::IpAddress::from_gid(ep->path().dgid));
         log_.write(LogLevel::kDebug,
                    util::format("%s:%d -> %s: %s", plan_.device.c_str(), plan_.port,

@@ -124,8 +124,13 @@ public:
 /// rdma-core (opal_env.h); nothing inside the module reaches for a global.
 struct ModuleEnv {
     const verbs::VerbsApi *verbs = nullptr; ///< must outlive the module
-    /// A current view of the machine, for preflight and re-addressing.
-    qp::SnapshotSource snapshots;
+    /// The current view of the machine for this module's device, shared and
+    /// immutable: what preflight checks every QP transition and address
+    /// handle against, and what endpoints choose their addressing from.
+    /// Production: the process's topo::SnapshotCache
+    /// (qp::cache_snapshot_source), which re-reads only a device or the
+    /// netdevs that an event (or, without the monitor, age) marked stale.
+    qp::SharedSnapshotSource snapshots;
     ProcessInfo who;
     PeerDirectory *peers = nullptr;         ///< must outlive the module
     /// The registry over the module's Device, made once the Device is open.
@@ -289,10 +294,17 @@ private:
                                  uint32_t remote_qpn, uint32_t remote_psn);
     util::Status apply_lag_port(Endpoint &ep, size_t i);
     util::Status ensure_ah(Endpoint &ep);
-    /// `fresh`: a snapshot just read (nullptr: read one). True when the
-    /// endpoint's addressing changed (the manager then reconnects its paths).
+    /// The current view (env_.snapshots), which also becomes plan_.snapshot;
+    /// plan_.snapshot when no view can be had (logged at debug level).
+    std::shared_ptr<const topo::Snapshot> current_view();
+    /// select::revalidate of the endpoint's Selection against `view`
+    /// (nullptr: current_view()): unchanged or moved to another slot (the
+    /// Selection follows it), false; our address gone, choose_path again:
+    /// true when the endpoint got a new addressing (the manager then
+    /// reconnects its paths), false when nothing reaches the peer now
+    /// (reported as "address changed").
     bool revalidate_path(Endpoint &ep,
-                         const std::shared_ptr<const topo::Snapshot> &fresh = nullptr);
+                         const std::shared_ptr<const topo::Snapshot> &view = nullptr);
     void set_path_choice(Endpoint &ep, const PathChoice &choice);
     /// The path's QP is broken: the manager retires it and reconnects.
     void path_failed(Endpoint &ep, size_t i, const std::string &why) {

@@ -74,18 +74,18 @@ void Module::on_net_events() {
 
 void Module::readdress() {
     readdress_at_ = 0;
-    auto snap = env_.snapshots();
-    if (!snap) {
-        log_.write(LogLevel::kWarn, "netmon: cannot read the GID table again: " +
-                                        snap.status().message());
+    // The cache has been told what changed (netmon::feed_cache): this view
+    // re-reads just that (a device, or the netdevs), not the machine.
+    std::shared_ptr<const topo::Snapshot> view = current_view();
+    if (!view) {
         return;
     }
-    plan_.snapshot = std::make_shared<const topo::Snapshot>(std::move(snap.value()));
-    // Endpoints whose GID is gone choose again now and reconnect their
-    // paths from the new address.
+    // Endpoints whose GID is gone choose again now, and their paths that
+    // are up reconnect from the new address at once: a side that only
+    // answers RDMA reads would never see an error on the old one.
     for (auto &ep : endpoints_) {
-        if (!ep->is_self()) {
-            (void)revalidate_path(*ep, plan_.snapshot);
+        if (!ep->is_self() && revalidate_path(*ep, view)) {
+            cm_->readdressed(*ep);
         }
     }
 }

@@ -49,10 +49,6 @@ uint64_t local_process_name() {
     return (static_cast<uint64_t>(me.jobid) << 32) | me.vpid;
 }
 
-qp::SnapshotSource live_snapshot_source() {
-    return [] { return topo::read_live(verbs::real_verbs(), topo::live_netdev_reader()); };
-}
-
 namespace {
 
 /// An rcache registration: the verbs MR behind a registration handle.

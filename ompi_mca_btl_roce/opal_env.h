@@ -30,10 +30,6 @@ public:
 /// outlive the registry; `dev` too.
 util::Result<std::unique_ptr<MemoryRegistry>> grdma_registry(Device &dev, util::LogSink &log);
 
-/// A fresh snapshot of this machine for the QP preflight (live rdma-core and
-/// netdev state through the real verbs table, read at each call).
-qp::SnapshotSource live_snapshot_source();
-
 /// This process's name as 64 bits (jobid << 32 | vpid), from opal_proc_local_get.
 uint64_t local_process_name();
 

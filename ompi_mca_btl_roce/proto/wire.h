@@ -39,7 +39,7 @@ using Gid = std::array<uint8_t, 16>;
 struct GidAdvert {
     Gid gid{};
     uint8_t type = 0;       ///< 0 IB, 1 RoCE v1, 2 RoCE v2 (topo::GidType order)
-    uint8_t prefix_len = 0; ///< of the netdev address the GID carries
+    uint8_t prefix_len = 0; ///< of the netdev address the GID carries; 0: not known
     uint16_t index = 0;     ///< local table index, for diagnostics only
     bool operator==(const GidAdvert &o) const {
         return gid == o.gid && type == o.type && prefix_len == o.prefix_len && index == o.index;

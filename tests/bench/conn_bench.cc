@@ -15,26 +15,24 @@
 //   ensure_ah (snapshot + preflight_ah + ibv_create_ah),
 //   an RC QP: ibv_create_qp and 3 preflighted transitions (QueuePair),
 //   revalidate (snapshot + "is the selection still valid").
-// The btl itself is not driven (it cannot be over FakeVerbs before its
-// restructuring lands); the netdev half of a read is an in-memory copy of
-// the synthetic netdevs, so a real read_live (sysfs + getifaddrs) costs more
-// than the "before" column shows. Counts are exact; wall time depends on
+// The btl itself is driven by btl_conn_bench; the netdev half of a read is
+// an in-memory copy of the synthetic netdevs, so a real read_live (sysfs +
+// getifaddrs) costs more than the "before" column shows. Counts are exact; wall time depends on
 // the machine's load.
 //
 // usage: conn_bench [--peers N,N,...] [--mode before|after|both]
-#include <malloc.h>
-
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <new>
 #include <string>
 #include <vector>
 
+#include "alloc_count.h"
+#include "conn_args.h"
 #include "fake_verbs.h"
+#include "synthetic_machine.h"
 #include "qp/preflight.h"
 #include "qp/queue_pair.h"
 #include "qp/transitions.h"
@@ -43,134 +41,14 @@
 #include "topo/readers.h"
 #include "topo/snapshot_cache.h"
 
-// ---- allocation counting (this program only) ------------------------------
-
-namespace {
-std::atomic<uint64_t> g_allocs{0};
-std::atomic<int64_t> g_live_bytes{0};
-} // namespace
-
-void *operator new(size_t n) {
-    void *p = std::malloc(n == 0 ? 1 : n);
-    if (p == nullptr) {
-        throw std::bad_alloc();
-    }
-    g_allocs.fetch_add(1, std::memory_order_relaxed);
-    g_live_bytes.fetch_add(static_cast<int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
-    return p;
-}
-void operator delete(void *p) noexcept {
-    if (p != nullptr) {
-        g_live_bytes.fetch_sub(static_cast<int64_t>(malloc_usable_size(p)),
-                               std::memory_order_relaxed);
-        std::free(p);
-    }
-}
-void operator delete(void *p, size_t) noexcept {
-    operator delete(p);
-}
-
 using namespace roce;
 
 namespace {
 
-constexpr int kDevices = 8;
-constexpr int kVlans = 63; ///< per bond: 64 netdevs x 4 GIDs = 256 GIDs per port
-constexpr int kGidsPerNetdev = 4;
-
-std::array<uint8_t, 16> v4_gid(int a, int b, int c, int d) {
-    return util::IpAddress::v4({static_cast<uint8_t>(a), static_cast<uint8_t>(b),
-                                static_cast<uint8_t>(c), static_cast<uint8_t>(d)})
-        .to_gid();
-}
-
-std::array<uint8_t, 16> link_local(int dev) {
-    std::array<uint8_t, 16> g{};
-    g[0] = 0xfe;
-    g[1] = 0x80;
-    g[8] = 0x02;
-    g[9] = 0x1a;
-    g[10] = 0x2b;
-    g[11] = 0xff;
-    g[12] = 0xfe;
-    g[15] = static_cast<uint8_t>(dev);
-    return g;
-}
-
-/// The synthetic machine (see the top of the file).
-topo::Snapshot synthetic_machine() {
-    topo::Snapshot s;
-    s.source = "synthetic";
-    int ifindex = 2;
-    for (int d = 0; d < kDevices; ++d) {
-        std::string bond = "bond" + std::to_string(d);
-        std::vector<std::string> members = {"ens" + std::to_string(d) + "f0np0",
-                                            "ens" + std::to_string(d) + "f1np1"};
-        for (const auto &m : members) {
-            topo::NetdevInfo n;
-            n.name = m;
-            n.ifindex = ifindex++;
-            n.mtu = 9000;
-            n.operstate = topo::OperState::kUp;
-            n.carrier = n.admin_up = true;
-            n.master = bond;
-            n.bond_slave = topo::BondSlaveInfo{};
-            s.netdevs.push_back(n);
-        }
-        topo::DeviceInfo dev;
-        dev.name = "mlx5_bond_" + std::to_string(d);
-        dev.phys_port_cnt = 1;
-        dev.num_lag_ports = 2;
-        topo::PortInfo port;
-        port.port = 1;
-        port.state = topo::PortState::kActive;
-        port.link_layer = topo::LinkLayer::kEthernet;
-        port.active_mtu = 4096;
-        port.gid_tbl_len = 256;
-        port.pkey_tbl_len = 1;
-        port.pkeys = {0xffff};
-        for (int v = 0; v <= kVlans; ++v) {
-            topo::NetdevInfo n;
-            n.name = v == 0 ? bond : bond + "." + std::to_string(100 + v);
-            n.ifindex = ifindex++;
-            n.kind = v == 0 ? "bond" : "vlan";
-            n.mtu = v % 2 == 0 ? 9000 : 1500;
-            n.operstate = topo::OperState::kUp;
-            n.carrier = n.admin_up = true;
-            if (v == 0) {
-                topo::BondInfo b;
-                b.mode = topo::BondMode::k8023ad;
-                b.slaves = members;
-                b.xmit_hash_policy = "layer3+4";
-                n.bond = b;
-            } else {
-                n.parent = bond;
-                n.vlan_id = 100 + v;
-            }
-            auto ll = link_local(d);
-            auto v4 = v4_gid(10, d, v, 11);
-            n.addresses.push_back({util::IpAddress::from_gid(v4), 24});
-            n.addresses.push_back({util::IpAddress::from_gid(ll), 64});
-            int base = v * kGidsPerNetdev;
-            int k = 0;
-            for (const auto &gid : {ll, v4}) {
-                for (auto type : {topo::GidType::kRoceV1, topo::GidType::kRoceV2}) {
-                    topo::GidEntry g;
-                    g.index = base + k++;
-                    g.gid = gid;
-                    g.type = type;
-                    g.netdev = n.name;
-                    g.netdev_ifindex = n.ifindex;
-                    port.gids.push_back(g);
-                }
-            }
-            s.netdevs.push_back(std::move(n));
-        }
-        dev.ports.push_back(std::move(port));
-        s.devices.push_back(std::move(dev));
-    }
-    return s;
-}
+using bench::kVlans;
+using bench::link_local;
+using bench::synthetic_machine;
+using bench::v4_gid;
 
 /// Peer p: a RoCE v2 IPv4 address on one of bond0's 64 subnets (with its
 /// prefix, as the modex carries it) and a link-local one.
@@ -276,8 +154,8 @@ Result connect_all(int peers, bool cached) {
     uint64_t reads0 = full_reads, nd0 = netdev_reads;
     uint64_t dev0 = cache.stats().device_reads;
     int opens0 = fake.calls(testing::Call::kOpenDevice);
-    uint64_t allocs0 = g_allocs.load();
-    int64_t live0 = g_live_bytes.load();
+    uint64_t allocs0 = bench::allocations();
+    int64_t live0 = bench::live_bytes();
     auto t0 = std::chrono::steady_clock::now();
     for (int p = 0; p < peers; ++p) {
         if (cached && p == peers / 2 && peers > 1) {
@@ -323,8 +201,8 @@ Result connect_all(int peers, bool cached) {
         conns.push_back(std::move(c));
     }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    r.allocs = g_allocs.load() - allocs0;
-    r.live_bytes = g_live_bytes.load() - live0;
+    r.allocs = bench::allocations() - allocs0;
+    r.live_bytes = bench::live_bytes() - live0;
     r.machine_reads = full_reads - reads0;
     r.netdev_reads = netdev_reads - nd0 - r.machine_reads; // those outside full reads
     r.device_reads = cache.stats().device_reads - dev0;
@@ -332,50 +210,28 @@ Result connect_all(int peers, bool cached) {
     return r;
 }
 
-std::vector<int> parse_list(const char *s) {
-    std::vector<int> out;
-    while (*s != '\0') {
-        char *end = nullptr;
-        out.push_back(static_cast<int>(std::strtol(s, &end, 10)));
-        s = *end == ',' ? end + 1 : end;
-        if (end == nullptr || (*end != ',' && *end != '\0')) {
-            break;
-        }
-    }
-    return out;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
-    std::vector<int> peers = {1, 64, 1024, 4096};
-    std::string which = "both";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (std::strcmp(argv[i], "--peers") == 0) {
-            peers = parse_list(argv[i + 1]);
-        } else if (std::strcmp(argv[i], "--mode") == 0) {
-            which = argv[i + 1];
-        } else {
-            std::fprintf(stderr,
-                         "usage: conn_bench [--peers N,N,...] [--mode before|after|both]\n");
-            return 2;
-        }
+    auto args = bench::parse_conn_args("conn_bench", argc, argv);
+    if (!args) {
+        return 2;
     }
     {
-        int64_t before = g_live_bytes.load();
+        int64_t before = bench::live_bytes();
         auto copy = std::make_shared<const topo::Snapshot>(synthetic_machine());
         std::printf("# one snapshot of the synthetic machine: %lld bytes, %zu devices, %zu "
                     "netdevs\n",
-                    static_cast<long long>(g_live_bytes.load() - before), copy->devices.size(),
+                    static_cast<long long>(bench::live_bytes() - before), copy->devices.size(),
                     copy->netdevs.size());
     }
     std::printf("# %-7s %6s %10s %10s %8s %8s %8s %12s %12s %14s %8s\n", "mode", "peers", "seconds",
                 "us/peer", "machine", "device", "netdev", "dev opens", "allocs/peer", "bytes/peer",
                 "failed");
     int failed = 0;
-    for (int n : peers) {
+    for (int n : args->peers) {
         for (bool cached : {false, true}) {
-            if ((cached && which == "before") || (!cached && which == "after")) {
+            if ((cached && !args->after) || (!cached && !args->before)) {
                 continue;
             }
             Result r = connect_all(n, cached);

@@ -49,7 +49,8 @@ struct DeviceBench {
         if (tweak) {
             tweak(table);
         }
-        auto d = btl::Device::open(table, sel, fresh(), false, small_device_config(), log);
+        auto d = btl::Device::open(table, sel, qp::shared_snapshot_source(fresh()), false,
+                                   small_device_config(), log);
         if (!d) {
             FAIL("Device::open: " << d.status().to_string());
         }

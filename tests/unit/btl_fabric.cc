@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "catch.h"
+#include "direct_registry.h"
 #include "fixtures.h"
 #include "topo/readers.h"
 
@@ -29,52 +30,6 @@ void on_error(mca_btl_base_module_t *btl, int32_t, opal_proc_t *, char *info) {
     it->second->errors.emplace_back(info != nullptr ? info : "");
 }
 
-/// Direct registrations (no cache) on the module's PD.
-class DirectRegistry final : public btl::MemoryRegistry {
-public:
-    explicit DirectRegistry(btl::Device &dev) : dev_(dev) {}
-    ~DirectRegistry() override {
-        for (auto &[h, r] : regs_) {
-            (void)dev_.api().dereg_mr(r->mr);
-        }
-    }
-    mca_btl_base_registration_handle_t *register_mem(void *base, size_t size,
-                                                     uint32_t flags) override {
-        int access = IBV_ACCESS_LOCAL_WRITE;
-        access |= (flags & MCA_BTL_REG_FLAG_REMOTE_READ) ? IBV_ACCESS_REMOTE_READ : 0;
-        access |= (flags & MCA_BTL_REG_FLAG_REMOTE_WRITE) ? IBV_ACCESS_REMOTE_WRITE : 0;
-        access |= (flags & MCA_BTL_REG_FLAG_REMOTE_ATOMIC) ? IBV_ACCESS_REMOTE_ATOMIC : 0;
-        ibv_mr *mr = dev_.api().reg_mr(dev_.pd(), base, size, access);
-        if (mr == nullptr) {
-            return nullptr;
-        }
-        auto r = std::make_unique<Reg>();
-        r->mr = mr;
-        r->handle.rkey = mr->rkey;
-        r->handle.lkey = mr->lkey;
-        auto *h = &r->handle;
-        regs_[h] = std::move(r);
-        return h;
-    }
-    int deregister_mem(mca_btl_base_registration_handle_t *h) override {
-        auto it = regs_.find(h);
-        if (it == regs_.end()) {
-            return OPAL_ERR_BAD_PARAM;
-        }
-        int rc = dev_.api().dereg_mr(it->second->mr);
-        regs_.erase(it);
-        return rc == 0 ? OPAL_SUCCESS : OPAL_ERROR;
-    }
-
-private:
-    struct Reg {
-        ibv_mr *mr = nullptr;
-        mca_btl_base_registration_handle_t handle{};
-    };
-    btl::Device &dev_;
-    std::map<mca_btl_base_registration_handle_t *, std::unique_ptr<Reg>> regs_;
-};
-
 } // namespace
 
 void KeepSink::write(util::LogLevel level, std::string_view line) noexcept {
@@ -97,17 +52,24 @@ std::vector<std::string> sorted(std::vector<std::string> v) {
 BtlFabric::BtlFabric(FabricOptions o) : fake(fixture(o.fixture)) {
     fake.set_wire(true);
     const char *name = o.fixture;
-    qp::SnapshotSource fresh = [this, name]() -> util::Result<topo::Snapshot> {
-        const topo::Snapshot &cap = fixture(name);
-        return topo::read_live(fake.api(), [&cap]() -> util::Result<std::vector<topo::NetdevInfo>> {
-            return cap.netdevs;
-        });
+    topo::CacheSources src;
+    src.netdevs = [name]() -> util::Result<std::vector<topo::NetdevInfo>> {
+        return fixture(name).netdevs;
     };
-    auto snap = fresh();
-    REQUIRE(snap);
+    src.machine = [this, netdevs = src.netdevs] {
+        ++machine_reads;
+        return topo::read_live(fake.api(), netdevs);
+    };
+    src.device = topo::verbs_device_reader(fake.api());
+    src.clock = [this] { return now_; };
+    topo::CacheOptions copt;
+    copt.max_age_seconds = o.cache_max_age_s;
+    cache = std::make_unique<topo::SnapshotCache>(std::move(src), copt);
+    cache->set_monitored(o.monitored);
+    auto view = cache->current();
+    REQUIRE(view);
     std::vector<std::string> skipped;
-    auto plans = btl::plan_ports(std::make_shared<const topo::Snapshot>(std::move(snap.value())),
-                                 select::Options{}, false, &skipped);
+    auto plans = btl::plan_ports(view->snapshot, select::Options{}, false, &skipped);
     REQUIRE(!plans.empty());
 
     btl::ModuleConfig cfg;
@@ -138,7 +100,7 @@ BtlFabric::BtlFabric(FabricOptions o) : fake(fixture(o.fixture)) {
         p->proc.proc_hostname = const_cast<char *>("fakehost");
         btl::ModuleEnv env;
         env.verbs = &fake.api();
-        env.snapshots = fresh;
+        env.snapshots = qp::cache_snapshot_source(*cache, plans.front().device);
         env.who = {p->name, p->token, static_cast<uint32_t>(o.procs)};
         env.peers = this;
         env.registry = [](btl::Device &dev) -> util::Result<std::unique_ptr<btl::MemoryRegistry>> {

@@ -16,6 +16,7 @@
 
 #include "btl_roce_module.h"
 #include "fake_verbs.h"
+#include "topo/snapshot_cache.h"
 #include "util/log.h"
 
 namespace roce::testing {
@@ -50,6 +51,13 @@ struct FabricOptions {
     uint32_t credits = 8;
     uint32_t send_frags = 64;
     double connect_timeout_s = 30.0;
+    /// The modules' snapshot cache: while `monitored` is false, a device is
+    /// re-read when what the cache holds of it is older than this many
+    /// seconds of the fabric's clock (0: at every use, so a change made to
+    /// the fake is seen at the next transition); `monitored`: only the
+    /// test's invalidations refresh it, as the netlink monitor's events do.
+    double cache_max_age_s = 0;
+    bool monitored = false;
     std::function<void(btl::ModuleConfig &)> tweak;
 };
 
@@ -61,6 +69,11 @@ public:
     static constexpr mca_btl_base_tag_t kTag = 0x42;
 
     FakeVerbs fake;
+    /// The one view of the (fake) machine every module reads, as the
+    /// component's; its stats() count the reads.
+    std::unique_ptr<topo::SnapshotCache> cache;
+    /// Reads of the whole (fake) machine, by the cache or anyone else.
+    int machine_reads = 0;
     KeepSink log;
     std::vector<std::unique_ptr<BtlProc>> procs;
     /// ModuleEnv::report calls of every module: (help topic, detail).

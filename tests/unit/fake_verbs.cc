@@ -593,6 +593,10 @@ ibv_ah *FakeOps::create_ah(ibv_pd *pd, ibv_ah_attr *attr) {
     obj->ah.context = pd->context;
     obj->ah.pd = pd;
     obj->attr = *attr;
+    if (attr->is_global) {
+        const FakePort &port = device_of(pd->context).ports[attr->port_num - 1u];
+        obj->sgid = port.gids.at(attr->grh.sgid_index).gid; // check_av: the slot is populated
+    }
     ibv_ah *ah = &obj->ah;
     st(f).ahs[ah] = std::move(obj);
     ++st(f).pds.at(pd)->users;

@@ -206,7 +206,7 @@ public:
         uint32_t src_qpn = 0;
         uint32_t dst_qpn = 0;
         uint32_t qkey = 0;
-        std::array<uint8_t, 16> sgid{}; ///< the sender's GID (its address handle's sgid_index)
+        std::array<uint8_t, 16> sgid{}; ///< the sender's GID (its AH's, held since create_ah)
         std::array<uint8_t, 16> dgid{};
         std::vector<uint8_t> payload;
     };

@@ -67,6 +67,10 @@ struct FakeMrObj {
 struct FakeAhObj {
     ibv_ah ah{};
     ibv_ah_attr attr{};
+    /// The source GID, resolved when the AH was created: the kernel holds
+    /// that GID entry (rdma_hold_gid_attr) for the AH's lifetime, so its
+    /// datagrams keep that address even when the slot is emptied or reused.
+    std::array<uint8_t, 16> sgid{};
 };
 struct FakePdObj {
     ibv_pd pd{};

@@ -246,12 +246,7 @@ void fake_send_datagram(FakeVerbs &f, const FakeQpObj &q, const ibv_send_wr &wr)
     d.dst_qpn = wr.wr.ud.remote_qpn;
     d.qkey = wr.wr.ud.remote_qkey;
     const FakeAhObj &ah = *st(f).ahs.at(wr.wr.ud.ah);
-    const FakeDevice &dev = FakeOps::device_of(q.qp.context);
-    const FakePort &port = dev.ports.at(static_cast<size_t>(ah.attr.port_num) - 1);
-    auto g = port.gids.find(ah.attr.grh.sgid_index);
-    if (g != port.gids.end()) {
-        d.sgid = g->second.gid;
-    }
+    d.sgid = ah.sgid; // held since create_ah, whatever the slot holds now
     std::memcpy(d.dgid.data(), ah.attr.grh.dgid.raw, 16);
     for (int i = 0; i < wr.num_sge; ++i) {
         const auto *b = reinterpret_cast<const uint8_t *>(wr.sg_list[i].addr);

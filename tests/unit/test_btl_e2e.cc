@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "btl_e2e_util.h"
 #include "btl_fabric.h"
 #include "catch.h"
 #include "util/strings.h"
@@ -16,71 +17,7 @@ using namespace roce;
 using roce::testing::BtlFabric;
 using roce::testing::FabricOptions;
 using roce::testing::sorted;
-
-namespace {
-
-std::string msg(size_t i, size_t j, int n) {
-    return "p" + std::to_string(i) + "->p" + std::to_string(j) + "#" + std::to_string(n);
-}
-
-std::vector<std::string> expected(size_t i, size_t j, int from, int to) {
-    std::vector<std::string> v;
-    for (int n = from; n < to; ++n) {
-        v.push_back(msg(i, j, n));
-    }
-    return v;
-}
-
-/// What process `r` received from `s`.
-std::vector<std::string> from(BtlFabric &f, size_t r, size_t s) {
-    std::vector<std::string> v;
-    std::string prefix = "p" + std::to_string(s) + "->";
-    for (const auto &m : f.procs[r]->received) {
-        if (m.rfind(prefix, 0) == 0) {
-            v.push_back(m);
-        }
-    }
-    return sorted(v);
-}
-
-/// Each path up on i towards j is connected to the QP of j's path with the
-/// same index, and that one back to it.
-void check_pairing(BtlFabric &f, size_t i, size_t j) {
-    btl::Endpoint &a = f.ep(i, j);
-    btl::Endpoint &b = f.ep(j, i);
-    for (size_t k = 0; k < a.path_count(); ++k) {
-        const btl::Path &p = a.path_at(k);
-        if (p.state != btl::PathState::kUp) {
-            continue;
-        }
-        CAPTURE(i, j, k);
-        REQUIRE(p.qp);
-        REQUIRE(k < b.path_count());
-        const btl::Path &q = b.path_at(k);
-        REQUIRE(q.qp);
-        CHECK(f.fake.qp_attr(p.qp->get()).dest_qp_num == q.qpn());
-        CHECK(f.fake.qp_attr(q.qp->get()).dest_qp_num == p.qpn());
-        CHECK(f.fake.qp_state(p.qp->get()) == IBV_QPS_RTS);
-    }
-}
-
-/// Finalizes every process (retired QPs get time to finish) and checks that
-/// nothing of the fake is left, in the right order.
-void teardown(BtlFabric &f) {
-    f.advance(3.0); // past the 2 s LAST_WQE_REACHED wait of rxe
-    f.run(3);
-    for (size_t i = 0; i < f.procs.size(); ++i) {
-        if (f.procs[i]->module) {
-            CHECK(f.finalize(i) == OPAL_SUCCESS);
-            CHECK_FALSE(f.procs[i]->module);
-        }
-    }
-    CHECK(f.fake.live_objects() == 0);
-    CHECK(f.fake.busy_deregs() == 0);
-    CHECK(verbs::last_destroy_errno() == 0);
-}
-
-} // namespace
+using namespace roce::testing::e2e;
 
 TEST_CASE("btl e2e: lazy connect on first send, both directions, every path paired", "[btl][e2e]") {
     for (const char *fx : {"rxe_bond", "mlx5_lag"}) {

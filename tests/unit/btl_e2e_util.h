@@ -1,0 +1,28 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+// What the btl's end-to-end tests share: numbered messages and the checks
+// every scenario ends with.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "btl_fabric.h"
+
+namespace roce::testing::e2e {
+
+/// Message n from process i to j: "p<i>->p<j>#<n>".
+std::string msg(size_t i, size_t j, int n);
+/// Messages [from, to) from i to j, in order.
+std::vector<std::string> expected(size_t i, size_t j, int from, int to);
+/// What process `r` received from `s`, sorted (compared as a set with its
+/// multiplicity).
+std::vector<std::string> from(BtlFabric &f, size_t r, size_t s);
+/// Each path up on i towards j is connected to the QP of j's path with the
+/// same index, and that one back to it (Catch checks).
+void check_pairing(BtlFabric &f, size_t i, size_t j);
+/// Finalizes every process (retired QPs get time to finish) and checks that
+/// nothing of the fake is left, in the right order (Catch checks).
+void teardown(BtlFabric &f);
+
+} // namespace roce::testing::e2e
