@@ -75,11 +75,13 @@ struct Path : PathConn {
 /// member is protected by the module lock.
 class Endpoint final : public Peer {
 public:
-    Endpoint(Module &module, opal_proc_t *proc, uint64_t peer_name, uint16_t peer_port_index,
+    /// The endpoint of `proc` (named `peer_name`) at its port
+    /// `peer_port_index`, addressed as `path` chooses; no path yet.
+    /// `seq_span` bounds the data fragments in flight each way.
+    Endpoint(uint32_t seq_span, opal_proc_t *proc, uint64_t peer_name, uint16_t peer_port_index,
              wire::PortAdvert peer_port, PathChoice path);
     ~Endpoint() override;
 
-    Module &module() const { return *module_; }
     opal_proc_t *proc() const { return proc_; }
     const wire::PortAdvert &peer_port() const { return peer_port_; }
     const PathChoice &path() const { return path_; }
@@ -101,7 +103,6 @@ public:
 private:
     friend class Module;
 
-    Module *module_;
     opal_proc_t *proc_;
     wire::PortAdvert peer_port_;
     PathChoice path_;
