@@ -216,12 +216,8 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
                                "paths are spread by UDP source port instead",
                                plan.device.c_str(), plan.port));
     }
-    DataPathConfig dc;
-    dc.max_rdma_ops = cfg.max_rdma_ops;
-    dc.stripe_min = cfg.stripe_min;
-    dc.rdma_chunk = cfg.rdma_chunk;
-    dc.chunks_per_path = cfg.chunks_per_path;
-    dc.seq_span = cfg.seq_span;
+    DataPathConfig dc{cfg.max_rdma_ops, cfg.stripe_min, cfg.rdma_chunk, cfg.chunks_per_path,
+                      cfg.seq_span};
     DataPathHost &dp_host = *m;
     auto dp = DataPath::create(dp_host, *m->dev_, *m->retirement_, dc, &m->c_.super, m->lock_,
                                m->endpoints_, m->env_.clock, log);

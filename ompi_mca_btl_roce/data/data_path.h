@@ -33,7 +33,8 @@ struct mca_btl_base_registration_handle_t {
 
 namespace roce::btl {
 
-/// The tunables the data path uses (a part of ModuleConfig).
+/// The tunables the data path uses (a part of ModuleConfig, copied in this
+/// order by Module::create).
 struct DataPathConfig {
     uint32_t max_rdma_ops = 256;    ///< RDMA/atomic operations (and chunks) in flight
     size_t stripe_min = 256 * 1024; ///< RDMA at least this large is striped over the paths
