@@ -66,8 +66,8 @@ Endpoint *Module::add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr
             continue;
         }
         uint64_t name = name_of(proc->proc_name);
-        auto ep = std::make_unique<Endpoint>(cfg_.seq_span, proc, name, static_cast<uint16_t>(i), pp,
-                                             path.value());
+        auto ep = std::make_unique<Endpoint>(cfg_.seq_span, proc, name,
+                                             static_cast<uint16_t>(i), pp, path.value());
         ep->loopback = (name == env_.who.name);
         ep->token = addr.token;
         BondView bond = bond_view(*view, ep->path().selection.netdev);

@@ -46,8 +46,8 @@ struct PmlRecord {
 };
 PmlRecord g_pml;
 
-void on_send_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *,
-                  mca_btl_base_descriptor_t *, int status) {
+void on_send_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, mca_btl_base_descriptor_t *,
+                  int status) {
     g_pml.send_done.push_back(status);
 }
 
@@ -72,12 +72,12 @@ struct DataPathBench {
         btl.btl_max_send_size = 256;
         btl::PathChoice choice;
         choice.selection = dev.sel;
-        endpoints.push_back(std::make_unique<btl::Endpoint>(
-            64, nullptr, (uint64_t{7} << 32) | 1, 0, btl::wire::PortAdvert{}, choice));
+        endpoints.push_back(std::make_unique<btl::Endpoint>(64, nullptr, (uint64_t{7} << 32) | 1, 0,
+                                                            btl::wire::PortAdvert{}, choice));
         btl::DataPathConfig cfg;
         cfg.max_rdma_ops = 8;
-        auto d = btl::DataPath::create(host, *dev.dev, retirement, cfg, &btl, lock, endpoints,
-                                       [] { return 0.0; }, dev.log);
+        auto d = btl::DataPath::create(
+            host, *dev.dev, retirement, cfg, &btl, lock, endpoints, [] { return 0.0; }, dev.log);
         if (!d) {
             FAIL("DataPath::create: " << d.status().to_string());
         }
@@ -172,8 +172,8 @@ TEST_CASE("DataPath: requests it cannot serve are refused before any state chang
     // Larger than btl_max_send_size.
     CHECK(b.dp->alloc(&b.ep(), MCA_BTL_NO_ORDER, 257, 0) == nullptr);
     char hdr[300] = {};
-    CHECK(b.dp->sendi(&b.ep(), nullptr, hdr, sizeof(hdr), 0, MCA_BTL_NO_ORDER, 0, 0x41,
-                      nullptr) == OPAL_ERR_OUT_OF_RESOURCE);
+    CHECK(b.dp->sendi(&b.ep(), nullptr, hdr, sizeof(hdr), 0, MCA_BTL_NO_ORDER, 0, 0x41, nullptr) ==
+          OPAL_ERR_OUT_OF_RESOURCE);
     size_t size = 10;
     CHECK(b.dp->prepare_src(&b.ep(), nullptr, MCA_BTL_NO_ORDER, 257, &size, 0) == nullptr);
     // Verbs atomics are 64-bit add and compare-and-swap, on an aligned,
@@ -208,8 +208,9 @@ TEST_CASE("DataPath: creation fails with the pool's name when its memory cannot 
     OBJ_CONSTRUCT(&lock, opal_mutex_t);
     std::vector<std::unique_ptr<btl::Endpoint>> endpoints;
     dev.fake.fail(testing::Call::kRegMr, ENOMEM);
-    auto d = btl::DataPath::create(host, *dev.dev, retirement, btl::DataPathConfig{}, &btl, lock,
-                                   endpoints, [] { return 0.0; }, dev.log);
+    auto d = btl::DataPath::create(
+        host, *dev.dev, retirement, btl::DataPathConfig{}, &btl, lock, endpoints,
+        [] { return 0.0; }, dev.log);
     REQUIRE_FALSE(d);
     CHECK(d.status().message().find("RDMA operation pool") != std::string::npos);
     OBJ_DESTRUCT(&lock);
