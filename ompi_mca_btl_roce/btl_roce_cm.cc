@@ -148,7 +148,7 @@ Status Module::wire_loopback(Peer &peer, size_t i) {
         p.loop_peer = std::move(p.qp);
         s = create_path_qp(ep, i);
         if (s) {
-            by_qpn_[p.loop_peer->get()->qp_num] = QpRef{&ep, i};
+            dp_->map_qp(p.loop_peer->get()->qp_num, ep, i);
             s = connect_path_qp(ep, p, *p.qp, p.loop_peer->get()->qp_num, p.local_psn);
             if (s) {
                 s = connect_path_qp(ep, p, *p.loop_peer, p.qpn(), p.local_psn);
@@ -262,8 +262,7 @@ void Module::path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected) {
                                 ? util::format(" on member %d", p.tx.spread.member).c_str()
                                 : "",
                             ep.path().why.c_str()));
-    drain_pending(ep);
-    retry_rdma(ep);
+    dp_->path_up(ep);
 }
 
 void Module::path_lost(Peer &peer, size_t i) {

@@ -35,14 +35,4 @@ void Module::read_counters(BtlCounters &out) {
     OPAL_THREAD_UNLOCK(&lock_);
 }
 
-void Module::note_stall(Endpoint &ep) {
-    for (auto &p : ep.paths_) {
-        if (p.state == PathState::kUp && p.tx.sq_free > 0 &&
-            p.tx.credits.available() <= p.tx.credits.reserve()) {
-            ++p.tx.stats.credit_stalls;
-            return;
-        }
-    }
-}
-
 } // namespace roce::btl

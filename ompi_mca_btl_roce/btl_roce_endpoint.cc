@@ -32,10 +32,10 @@ opal_process_name_t name_from(uint64_t v) {
 
 } // namespace
 
-Endpoint::Endpoint(Module &module, opal_proc_t *proc, uint64_t peer_name,
+Endpoint::Endpoint(uint32_t seq_span, opal_proc_t *proc, uint64_t peer_name,
                    uint16_t peer_port_index, wire::PortAdvert peer_port, PathChoice path)
-    : module_(&module), proc_(proc), peer_port_(std::move(peer_port)), path_(std::move(path)),
-      completed_(module.config().seq_span), received_(module.config().seq_span) {
+    : proc_(proc), peer_port_(std::move(peer_port)), path_(std::move(path)),
+      completed_(seq_span), received_(seq_span) {
     name = peer_name;
     port_index = peer_port_index;
     opal_process_name_t pn = name_from(peer_name);
@@ -66,8 +66,8 @@ Endpoint *Module::add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr
             continue;
         }
         uint64_t name = name_of(proc->proc_name);
-        auto ep = std::make_unique<Endpoint>(*this, proc, name, static_cast<uint16_t>(i), pp,
-                                             path.value());
+        auto ep = std::make_unique<Endpoint>(cfg_.seq_span, proc, name,
+                                             static_cast<uint16_t>(i), pp, path.value());
         ep->loopback = (name == env_.who.name);
         ep->token = addr.token;
         BondView bond = bond_view(*view, ep->path().selection.netdev);

@@ -25,6 +25,7 @@
 namespace roce::btl {
 
 class Module;
+class DataPath;
 
 /// Counters of one path, printed at finalize (btl_roce_verbose >= 10) and
 /// published as MPI_T performance variables (btl_roce_pvars.cc).
@@ -71,15 +72,19 @@ struct Path : PathConn {
 
 /// One peer process as seen from one module (port). Owned by the Module;
 /// Open MPI holds it as an opaque mca_btl_base_endpoint_t*. Its connection
-/// state (Peer, PathConn) is written by the module's ConnectionManager; every
-/// member is protected by the module lock.
+/// state (Peer, PathConn; the paths' QPs, addressing) is written by the
+/// module's ConnectionManager and the Module, its transmit state (PathTx,
+/// sequence numbers and windows, the pending and retry queues) by the
+/// module's DataPath; every member is protected by the module lock.
 class Endpoint final : public Peer {
 public:
-    Endpoint(Module &module, opal_proc_t *proc, uint64_t peer_name, uint16_t peer_port_index,
+    /// The endpoint of `proc` (named `peer_name`) at its port
+    /// `peer_port_index`, addressed as `path` chooses; no path yet.
+    /// `seq_span` bounds the data fragments in flight each way.
+    Endpoint(uint32_t seq_span, opal_proc_t *proc, uint64_t peer_name, uint16_t peer_port_index,
              wire::PortAdvert peer_port, PathChoice path);
     ~Endpoint() override;
 
-    Module &module() const { return *module_; }
     opal_proc_t *proc() const { return proc_; }
     const wire::PortAdvert &peer_port() const { return peer_port_; }
     const PathChoice &path() const { return path_; }
@@ -99,9 +104,9 @@ public:
     static Endpoint *from(mca_btl_base_endpoint_t *ep) { return reinterpret_cast<Endpoint *>(ep); }
 
 private:
-    friend class Module;
+    friend class Module;    // the connection side: paths, QPs, addressing
+    friend class DataPath;  // the transmit side: pending and retry queues, windows
 
-    Module *module_;
     opal_proc_t *proc_;
     wire::PortAdvert peer_port_;
     PathChoice path_;

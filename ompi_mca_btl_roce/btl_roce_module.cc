@@ -216,13 +216,15 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
                                "paths are spread by UDP source port instead",
                                plan.device.c_str(), plan.port));
     }
-    Status s = m->rdma_ops_.init(m->dev_->api(), m->dev_->pd(), cfg.max_rdma_ops, &log);
-    if (!s) {
-        return s;
+    DataPathConfig dc{cfg.max_rdma_ops, cfg.stripe_min, cfg.rdma_chunk, cfg.chunks_per_path,
+                      cfg.seq_span};
+    DataPathHost &dp_host = *m;
+    auto dp = DataPath::create(dp_host, *m->dev_, *m->retirement_, dc, &m->c_.super, m->lock_,
+                               m->endpoints_, m->env_.clock, log);
+    if (!dp) {
+        return dp.status();
     }
-    // Signaled work requests in flight never exceed what the CQ was sized
-    // for besides the posted receives (Device::create_queues).
-    m->max_inflight_ = m->dev_->frags().size() + cfg.max_rdma_ops;
+    m->dp_ = std::move(dp.value());
 
     // Send and receive slots hold a header plus max_send_size; eager cannot
     // be larger than a slot.
@@ -256,7 +258,7 @@ Module::~Module() {
     }
     retirement_.reset();
     endpoints_.clear();
-    rdma_ops_.reset();
+    dp_.reset(); // its RDMA operation pool is registered on the Device's PD
     registry_.reset();
     dev_.reset();
     OBJ_DESTRUCT(&lock_);

@@ -22,7 +22,7 @@
 #include "connection/manager.h"
 #include "connection/retire.h"
 #include "counters.h"
-#include "data/rdma_op_pool.h"
+#include "data/data_path.h"
 #include "proto/lag.h"
 #include "netmon/event_queue.h"
 #include "util/log.h"
@@ -37,13 +37,6 @@ class Module;
 struct mca_btl_roce_module_t {
     mca_btl_base_module_t super;
     roce::btl::Module *impl;
-};
-
-/// What the PML copies onto the wire for RDMA: the remote key, and the local
-/// key for our own use.
-struct mca_btl_base_registration_handle_t {
-    uint32_t rkey;
-    uint32_t lkey;
 };
 
 namespace roce::btl {
@@ -148,26 +141,33 @@ struct ModuleEnv {
     std::function<void(const char *topic, const std::string &detail)> report;
 };
 
-/// One port's worth of transport: the verbs resources (Device), the
-/// endpoints, the connection manager and the data path. All public entry
-/// points take the module lock; callbacks into the PML are made without it.
-/// It is the connection manager's host (btl_roce_cm.cc): the verbs side of
-/// each handshake step, and the data path's reaction to paths coming and going.
+/// One port's worth of transport, as a facade: it owns the verbs resources
+/// (Device), the endpoint table (endpoints_, by_name_), the connection
+/// manager (connection/manager.h) and the data path (data/data_path.h), and
+/// is what the C function table calls. The data path's entry points (alloc
+/// to flush) are forwarded to the DataPath as they are; the rest - peers,
+/// memory registration, progress, counters, finalize - is the Module's own.
+/// It is the connection manager's host (btl_roce_cm.cc, btl_roce_path_qps.cc:
+/// the verbs side of each handshake step) and the data path's host (the
+/// connection side's reactions to a broken path, a needed connection, a
+/// first message; registration; progress for flush).
 ///
 /// Locks. One lock, lock_, guards the module's mutable state: plan_ (its
 /// snapshot is replaced when addresses change) and every member declared
 /// after lock_ except registry_ - the Device's queues and pools, the
-/// endpoints with both halves of their paths, the name and QPN tables, the
-/// ConnectionManager (which has none of its own), the Retirement, the RDMA
-/// operation pool and deferred_. Why one: a
-/// data-path event can change connection state (an error completion retires
-/// the QP and reconnects) and a connection event changes what the data path
-/// may use (a path coming up drains the pending sends), in the same call;
-/// two locks would always be taken together, in an order kept by hand.
-/// Taken without it: the PML callbacks (run_deferred), the PeerDirectory
-/// calls (they may block on PMIx), the MemoryRegistry (grdma has its own
-/// lock), and the netmon queue's changed() (an atomic load).
-class Module final : private CmHost {
+/// endpoints with both halves of their paths, the name table, the
+/// ConnectionManager and the DataPath (neither has a lock of its own; the
+/// DataPath's QPN table, RDMA operation pool and deferred callbacks are
+/// under this one, and its entry points take it, being given a reference),
+/// the Retirement. Why one, and not one per part: a data-path event can
+/// change connection state (an error completion retires the QP and
+/// reconnects) and a connection event changes what the data path may use
+/// (a path coming up drains the pending sends), in the same call; two locks
+/// would always be taken together, in an order kept by hand.
+/// Taken without it: the PML callbacks (DataPath::run_deferred), the
+/// PeerDirectory calls (they may block on PMIx), the MemoryRegistry (grdma
+/// has its own lock), and the netmon queue's changed() (an atomic load).
+class Module final : private CmHost, private DataPathHost {
 public:
     /// The module for `plan`'s port, its Device open (through env.verbs)
     /// and its UD QP ready. `env` and `log` are the component's (or a
@@ -193,62 +193,82 @@ public:
     /// in progress() with one atomic load; see on_net_events()).
     void follow(netmon::Monitor &m);
 
-    // --- BTL interface (btl_roce_module.cc, _send.cc, _rdma.cc) ----------
+    // --- BTL interface (btl_roce_module.cc) -------------------------------
+    /// Endpoints for the processes this port reaches (set in `reachable`);
+    /// reads the modex without the lock.
     int add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
                   opal_bitmap_t *reachable);
+    /// Nothing: endpoints live until finalize.
     int del_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints);
+    /// Logs the path counters and hands the module to env.finalized (which
+    /// deletes it).
     int finalize();
-    mca_btl_base_descriptor_t *alloc(Endpoint *ep, uint8_t order, size_t size, uint32_t flags);
-    int free_des(mca_btl_base_descriptor_t *des);
+
+    // --- the data path's entry points: forwarded (data/data_path.h has the
+    // contracts; each takes the module lock itself) -------------------------
+    /// DataPath::alloc.
+    mca_btl_base_descriptor_t *alloc(Endpoint *ep, uint8_t order, size_t size, uint32_t flags) {
+        return dp_->alloc(ep, order, size, flags);
+    }
+    /// DataPath::free_des.
+    int free_des(mca_btl_base_descriptor_t *des) { return dp_->free_des(des); }
+    /// DataPath::prepare_src.
     mca_btl_base_descriptor_t *prepare_src(Endpoint *ep, opal_convertor_t *conv, uint8_t order,
-                                           size_t reserve, size_t *size, uint32_t flags);
-    int send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag);
+                                           size_t reserve, size_t *size, uint32_t flags) {
+        return dp_->prepare_src(ep, conv, order, reserve, size, flags);
+    }
+    /// DataPath::send.
+    int send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) {
+        return dp_->send(ep, des, tag);
+    }
+    /// DataPath::sendi.
     int sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t header_size,
               size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
-              mca_btl_base_descriptor_t **descriptor);
+              mca_btl_base_descriptor_t **descriptor) {
+        return dp_->sendi(ep, conv, header, header_size, payload_size, order, flags, tag,
+                          descriptor);
+    }
+    /// DataPath::rdma (put and get).
     int rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote_address,
              mca_btl_base_registration_handle_t *local_handle,
              mca_btl_base_registration_handle_t *remote_handle, size_t size,
-             mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+             mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+        return dp_->rdma(ep, is_put, local_address, remote_address, local_handle, remote_handle,
+                         size, cbfunc, cbcontext, cbdata);
+    }
+    /// DataPath::atomic.
     int atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
                mca_btl_base_registration_handle_t *local_handle,
                mca_btl_base_registration_handle_t *remote_handle, int op, uint64_t operand,
                uint64_t compare, bool is_cswap, mca_btl_base_rdma_completion_fn_t cbfunc,
-               void *cbcontext, void *cbdata);
-    int flush(Endpoint *ep);
-    mca_btl_base_registration_handle_t *register_mem(void *base, size_t size, uint32_t flags);
-    int deregister_mem(mca_btl_base_registration_handle_t *handle);
+               void *cbcontext, void *cbdata) {
+        return dp_->atomic(ep, local_address, remote_address, local_handle, remote_handle, op,
+                           operand, compare, is_cswap, cbfunc, cbcontext, cbdata);
+    }
+    /// DataPath::flush (progresses this module while it waits).
+    int flush(Endpoint *ep) { return dp_->flush(ep); }
+    /// Registers user memory (MemoryRegistry, without the lock); nullptr
+    /// when it cannot be, reported once as "registration failed". Also what
+    /// the data path registers in-place sends with.
+    mca_btl_base_registration_handle_t *register_mem(void *base, size_t size,
+                                                     uint32_t flags) override;
+    /// Releases a handle of register_mem (without the lock).
+    int deregister_mem(mca_btl_base_registration_handle_t *handle) override;
+    /// Where the PML's error callback goes (the data path calls it).
     int register_error(mca_btl_base_module_error_cb_fn_t cb) {
-        error_cb_ = cb;
+        dp_->set_error_cb(cb);
         return OPAL_SUCCESS;
     }
 
     /// Polls the completion queue and runs timers; returns the number of
-    /// completions handled. Cheap when idle: one ibv_poll_cq.
-    int progress();
+    /// completions handled. Cheap when idle: one ibv_poll_cq. Also what the
+    /// data path's flush waits with.
+    int progress() override;
 
     /// Appends this module's paths and connection-manager drops to `out`
     /// (btl_roce_counters.cc). Takes the module lock: any thread, never
     /// with the lock held.
     void read_counters(BtlCounters &out);
-
-    /// Work for the PML that must run without the module lock held.
-    struct Deferred {
-        enum class Kind { kRecv, kSendDone, kRdmaDone, kError } kind = Kind::kRecv;
-        Endpoint *ep = nullptr;
-        // kRecv
-        int path = -1;          ///< the live path it came on (-1: a retired QP)
-        uint32_t buf_index = 0;
-        uint8_t tag = 0;
-        uint8_t *data = nullptr;
-        size_t len = 0;
-        // kSendDone / kRdmaDone
-        Frag *frag = nullptr;
-        RdmaOp *op = nullptr;
-        int status = OPAL_SUCCESS;
-        // kError
-        std::string text;
-    };
 
 private:
     Module(const PortPlan &plan, const ModuleConfig &cfg, ModuleEnv env, util::LogSink &log);
@@ -283,7 +303,6 @@ private:
     /// Looks up the names unknown_requester queued (called without the lock).
     void resolve_lookups(const std::vector<uint64_t> &names);
     static constexpr size_t kMaxLookups = 64;
-    void start_connect(Endpoint &ep);
     qp::QpParams rc_params(const Path &path) const;
     util::Result<std::unique_ptr<qp::QueuePair>> new_init_qp(const Endpoint &ep);
     void install_qp(Endpoint &ep, size_t i, std::unique_ptr<qp::QueuePair> qp);
@@ -306,43 +325,25 @@ private:
     bool revalidate_path(Endpoint &ep,
                          const std::shared_ptr<const topo::Snapshot> &view = nullptr);
     void set_path_choice(Endpoint &ep, const PathChoice &choice);
+
+    // DataPathHost, lock held (register_mem, deregister_mem and progress
+    // are public above).
     /// The path's QP is broken: the manager retires it and reconnects.
-    void path_failed(Endpoint &ep, size_t i, const std::string &why) {
+    void path_failed(Endpoint &ep, size_t i, const std::string &why) override {
         cm_->path_failed(ep, i, why);
     }
+    void start_connect(Endpoint &ep) override;
+    /// The first message on a path doubles as the RTU.
+    void rc_message(Endpoint &ep, size_t i) override { cm_->on_rc_message(ep, i); }
 
-    // Data path helpers (btl_roce_send.cc / _progress.cc), lock held.
-    int pick_path(Endpoint &ep, uint8_t order, bool control) const;
-    int post_frag(Endpoint &ep, Frag *f);
-    int post_frag_on(Endpoint &ep, size_t i, Frag *f);
-    void queue_pending(Endpoint &ep, Frag *f);
-    /// A send must wait: counts a credit stall on a path that is up with
-    /// a send-queue slot but no credit (btl_roce_counters.cc).
-    void note_stall(Endpoint &ep);
     /// A user-facing error of the running job: its line at error level (none
     /// for "path failed"), then env_.report for the explanation.
     void report(const char *topic, const std::string &detail);
-    void drain_pending(Endpoint &ep);
-    void maybe_send_credits(Endpoint &ep, size_t path);
-    void complete_frag(Frag *f, int status);
+
+    // Progress (btl_roce_progress.cc), lock held.
+    /// A completion of the UD QP's (the connection manager's); every other
+    /// kind goes to the data path.
     void handle_wc(const ibv_wc &wc);
-    void handle_recv(const ibv_wc &wc);
-    void release_frag(Frag *f);
-    void run_deferred(std::vector<Deferred> &todo);
-    int post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op);
-    int start_rdma(Endpoint &ep, RdmaOp *op, size_t size);
-    int issue(Endpoint *ep, RdmaOp *op, size_t size);
-    int ready_for_rdma(Endpoint &ep);
-    RdmaOp *new_rdma_op(Endpoint &ep, void *local_address,
-                        mca_btl_base_registration_handle_t *local_handle,
-                        mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata,
-                        int *rc);
-    void rdma_done(RdmaOp *op, int status);
-    void retry_rdma(Endpoint &ep);
-    Path *account_completion(uint32_t qpn, Endpoint **ep);
-    std::string wc_error(const ibv_wc &wc, const char *what) const;
-    void on_send_completion(const ibv_wc &wc);
-    void on_rdma_completion(const ibv_wc &wc);
     void log_path_stats();
     /// A datagram on the UD QP: the connection manager's.
     void handle_cm(const uint8_t *grh, const uint8_t *data, size_t len);
@@ -353,9 +354,6 @@ private:
     /// Finalize: every QP retired and drained (bounded), then destroyed.
     void retire_all();
     static constexpr int kPollBatch = 16; ///< completions per ibv_poll_cq
-    /// A warning about something that came from the wire: at most one line
-    /// per `key` per 10 s, carrying the count (lock held).
-    void warn_limited(const std::string &key, const std::string &line);
     void on_net_events();
     void readdress();
 
@@ -370,30 +368,22 @@ private:
     // Declared after dev_ (destroyed before it): everything that holds QPs.
     std::unique_ptr<Device> dev_;
     /// QPs taken out of service, destroyed once none of their completions
-    /// can still reach the CQ (connection/retire.h). Their by_qpn_ entries
-    /// live until then.
+    /// can still reach the CQ (connection/retire.h). Their entries in the
+    /// data path's QPN table live until then.
     std::unique_ptr<Retirement> retirement_;
     std::unique_ptr<ConnectionManager> cm_;
+    /// Sends, RDMA, atomics and their completions (data/data_path.h); it
+    /// owns the QPN table, the RDMA operation pool and the deferred PML
+    /// callbacks. Reset before dev_, after the QPs are retired.
+    std::unique_ptr<DataPath> dp_;
     std::unique_ptr<MemoryRegistry> registry_;
     std::vector<std::unique_ptr<Endpoint>> endpoints_;
     std::unordered_map<uint64_t, Endpoint *> by_name_;
     std::vector<uint64_t> lookups_;            ///< unknown requesters to look up (bounded)
     std::unordered_set<uint64_t> lookup_failed_; ///< names looked up in vain (at most job size)
-    struct QpRef {
-        Endpoint *ep = nullptr;
-        size_t path = 0;
-    };
-    std::unordered_map<uint32_t, QpRef> by_qpn_;
     bool lag_affinity_ = false;     ///< the device does queue-affinity LAG (mlx5)
-    uint32_t rdma_outstanding_ = 0;
-    std::vector<Deferred> deferred_; ///< PML callbacks to run unlocked
-    RdmaOpPool rdma_ops_;
-    uint32_t inflight_ = 0;          ///< signaled sends + RDMA in flight (bounded by the CQ)
-    uint32_t max_inflight_ = 0;
-    mca_btl_base_module_error_cb_fn_t error_cb_ = nullptr;
     bool warned_registration_ = false;
     uint64_t progress_calls_ = 0;
-    util::RateLimiter warn_{10.0, 16}; ///< warnings about what came from the wire
     bool ud_suspect_ = false;        ///< a UD completion failed: check the UD QP
     std::unique_ptr<netmon::EventQueue> netq_; ///< bond/address events (netmon)
     double readdress_at_ = 0;       ///< > 0: choose addresses again at this time

@@ -67,7 +67,7 @@ void Module::install_qp(Endpoint &ep, size_t i, std::unique_ptr<qp::QueuePair> q
     path.tx.outstanding = 0;
     path.tx.credits = CreditLedger(1, cfg_.credit_threshold);
     path.tx.spread = PathSpread{};
-    by_qpn_[path.qpn()] = QpRef{&ep, i};
+    dp_->map_qp(path.qpn(), ep, i);
 }
 
 Status Module::create_path_qp(Endpoint &ep, size_t i) {

@@ -1,8 +1,9 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 //
 // The send side of the data path: descriptors, packing, posting with
-// credits, and the queue of sends waiting for a connection or credits.
-#include "btl_roce_module.h"
+// credits, the queue of sends waiting for a connection or credits, and the
+// credit-only messages that return the peer's credits.
+#include "data/data_path.h"
 
 #include <sys/uio.h>
 
@@ -22,13 +23,13 @@ namespace {
 constexpr size_t kInplaceMin = 4096;
 } // namespace
 
-mca_btl_base_descriptor_t *Module::alloc(Endpoint *ep, uint8_t order, size_t size,
-                                         uint32_t flags) {
-    if (size > c_.super.btl_max_send_size) {
+mca_btl_base_descriptor_t *DataPath::alloc(Endpoint *ep, uint8_t order, size_t size,
+                                           uint32_t flags) {
+    if (size > btl_->btl_max_send_size) {
         return nullptr;
     }
     OPAL_THREAD_LOCK(&lock_);
-    Frag *f = dev_->frags().get();
+    Frag *f = dev_.frags().get();
     OPAL_THREAD_UNLOCK(&lock_);
     if (f == nullptr) {
         return nullptr; // the PML retries later
@@ -40,25 +41,26 @@ mca_btl_base_descriptor_t *Module::alloc(Endpoint *ep, uint8_t order, size_t siz
     return &f->base;
 }
 
-void Module::release_frag(Frag *f) {
+void DataPath::release_frag(Frag *f) {
     if (f->inplace_reg != nullptr) {
-        (void)deregister_mem(static_cast<mca_btl_base_registration_handle_t *>(f->inplace_reg));
+        (void)host_.deregister_mem(
+            static_cast<mca_btl_base_registration_handle_t *>(f->inplace_reg));
         f->inplace_reg = nullptr;
     }
-    dev_->frags().put(f);
+    dev_.frags().put(f);
 }
 
-int Module::free_des(mca_btl_base_descriptor_t *des) {
+int DataPath::free_des(mca_btl_base_descriptor_t *des) {
     OPAL_THREAD_LOCK(&lock_);
     release_frag(reinterpret_cast<Frag *>(des));
     OPAL_THREAD_UNLOCK(&lock_);
     return OPAL_SUCCESS;
 }
 
-mca_btl_base_descriptor_t *Module::prepare_src(Endpoint *ep, opal_convertor_t *conv,
-                                               uint8_t order, size_t reserve, size_t *size,
-                                               uint32_t flags) {
-    size_t room = c_.super.btl_max_send_size;
+mca_btl_base_descriptor_t *DataPath::prepare_src(Endpoint *ep, opal_convertor_t *conv,
+                                                 uint8_t order, size_t reserve, size_t *size,
+                                                 uint32_t flags) {
+    size_t room = btl_->btl_max_send_size;
     if (reserve > room) {
         return nullptr;
     }
@@ -67,7 +69,7 @@ mca_btl_base_descriptor_t *Module::prepare_src(Endpoint *ep, opal_convertor_t *c
         max_data = room - reserve;
     }
     OPAL_THREAD_LOCK(&lock_);
-    Frag *f = dev_->frags().get();
+    Frag *f = dev_.frags().get();
     OPAL_THREAD_UNLOCK(&lock_);
     if (f == nullptr) {
         return nullptr;
@@ -81,12 +83,12 @@ mca_btl_base_descriptor_t *Module::prepare_src(Endpoint *ep, opal_convertor_t *c
         // Contiguous and large: send straight from the user's buffer.
         void *cur = nullptr;
         opal_convertor_get_current_pointer(conv, &cur);
-        auto *h = register_mem(cur, max_data, MCA_BTL_REG_FLAG_LOCAL_WRITE);
+        auto *h = host_.register_mem(cur, max_data, MCA_BTL_REG_FLAG_LOCAL_WRITE);
         if (h != nullptr) {
             iovec iov{nullptr, max_data};
             uint32_t n = 1;
             if (opal_convertor_pack(conv, &iov, &n, &max_data) < 0) {
-                (void)deregister_mem(h);
+                (void)host_.deregister_mem(h);
                 free_des(&f->base);
                 return nullptr;
             }
@@ -113,7 +115,7 @@ mca_btl_base_descriptor_t *Module::prepare_src(Endpoint *ep, opal_convertor_t *c
     return &f->base;
 }
 
-void Module::queue_pending(Endpoint &ep, Frag *f) {
+void DataPath::queue_pending(Endpoint &ep, Frag *f) {
     f->next = nullptr;
     if (ep.pending_tail_ != nullptr) {
         ep.pending_tail_->next = f;
@@ -126,7 +128,7 @@ void Module::queue_pending(Endpoint &ep, Frag *f) {
 // The path for the next message: the one the caller asked for (`order`, a
 // path index from an earlier descriptor), else the next up path in
 // round-robin order that has a credit and a send-queue slot. -1 when none.
-int Module::pick_path(Endpoint &ep, uint8_t order, bool control) const {
+int DataPath::pick_path(Endpoint &ep, uint8_t order, bool control) const {
     auto usable = [&](const Path &p) {
         if (p.state != PathState::kUp || p.tx.sq_free == 0) {
             return false;
@@ -150,7 +152,7 @@ int Module::pick_path(Endpoint &ep, uint8_t order, bool control) const {
 // Posts one frag on a path of its choosing; OPAL_ERR_OUT_OF_RESOURCE with no
 // side effects when no path has a credit, a slot and CQ room, or when the
 // fragment window of the endpoint is full.
-int Module::post_frag(Endpoint &ep, Frag *f) {
+int DataPath::post_frag(Endpoint &ep, Frag *f) {
     if (inflight_ >= max_inflight_) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -165,7 +167,7 @@ int Module::post_frag(Endpoint &ep, Frag *f) {
     return rc;
 }
 
-int Module::post_frag_on(Endpoint &ep, size_t i, Frag *f) {
+int DataPath::post_frag_on(Endpoint &ep, size_t i, Frag *f) {
     Path &path = ep.paths_[i];
     if (!f->control && !f->has_seq) {
         // Number it, unless that would put it beyond the receiver's window.
@@ -202,15 +204,15 @@ int Module::post_frag_on(Endpoint &ep, size_t i, Frag *f) {
     wr.num_sge = nsge;
     wr.opcode = IBV_WR_SEND;
     wr.send_flags = IBV_SEND_SIGNALED;
-    if (nsge == 1 && sge[0].length <= dev_->max_inline()) {
+    if (nsge == 1 && sge[0].length <= dev_.max_inline()) {
         wr.send_flags |= IBV_SEND_INLINE;
     }
     ibv_send_wr *bad = nullptr;
-    int rc = verbs::normalize_rc(dev_->api().post_send(path.qp->get(), &wr, &bad), errno);
+    int rc = verbs::normalize_rc(dev_.api().post_send(path.qp->get(), &wr, &bad), errno);
     if (rc != 0) {
         path.tx.credits.untake();
         path.tx.credits.owe(h.credits);
-        path_failed(ep, i, util::Status::from_errno(rc, "ibv_post_send(RC)").message());
+        host_.path_failed(ep, i, util::Status::from_errno(rc, "ibv_post_send(RC)").message());
         return OPAL_ERR_OUT_OF_RESOURCE; // queued; resent on another path
     }
     --path.tx.sq_free;
@@ -222,7 +224,17 @@ int Module::post_frag_on(Endpoint &ep, size_t i, Frag *f) {
     return OPAL_SUCCESS;
 }
 
-void Module::drain_pending(Endpoint &ep) {
+void DataPath::note_stall(Endpoint &ep) {
+    for (auto &p : ep.paths_) {
+        if (p.state == PathState::kUp && p.tx.sq_free > 0 &&
+            p.tx.credits.available() <= p.tx.credits.reserve()) {
+            ++p.tx.stats.credit_stalls;
+            return;
+        }
+    }
+}
+
+void DataPath::drain_pending(Endpoint &ep) {
     while (ep.state == EpState::kConnected && ep.pending_head_ != nullptr) {
         Frag *f = ep.pending_head_;
         int rc = post_frag(ep, f);
@@ -242,7 +254,7 @@ void Module::drain_pending(Endpoint &ep) {
     }
 }
 
-void Module::maybe_send_credits(Endpoint &ep, size_t i) {
+void DataPath::maybe_send_credits(Endpoint &ep, size_t i) {
     Path &path = ep.paths_[i];
     if (path.state != PathState::kUp || !path.tx.credits.credit_message_due() ||
         inflight_ >= max_inflight_) {
@@ -255,7 +267,7 @@ void Module::maybe_send_credits(Endpoint &ep, size_t i) {
     if (ep.pending_head_ != nullptr && path.tx.credits.available() > path.tx.credits.reserve()) {
         return;
     }
-    Frag *f = dev_->frags().get();
+    Frag *f = dev_.frags().get();
     if (f == nullptr) {
         return;
     }
@@ -264,11 +276,11 @@ void Module::maybe_send_credits(Endpoint &ep, size_t i) {
     f->segments[0].seg_len = 0;
     f->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
     if (post_frag_on(ep, i, f) != OPAL_SUCCESS) {
-        dev_->frags().put(f);
+        dev_.frags().put(f);
     }
 }
 
-int Module::send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) {
+int DataPath::send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) {
     Frag *f = reinterpret_cast<Frag *>(des);
     f->tag = tag;
     f->endpoint = ep;
@@ -285,26 +297,26 @@ int Module::send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_
         }
     } else {
         queue_pending(*ep, f);
-        start_connect(*ep);
+        host_.start_connect(*ep);
     }
     OPAL_THREAD_UNLOCK(&lock_);
     return rc;
 }
 
-int Module::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t header_size,
-                  size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
-                  mca_btl_base_descriptor_t **descriptor) {
+int DataPath::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t header_size,
+                    size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
+                    mca_btl_base_descriptor_t **descriptor) {
     size_t total = header_size + payload_size;
     if (descriptor != nullptr) {
         *descriptor = nullptr;
     }
-    if (total > c_.super.btl_max_send_size) {
+    if (total > btl_->btl_max_send_size) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     OPAL_THREAD_LOCK(&lock_);
     if (ep->state != EpState::kConnected || ep->pending_head_ != nullptr) {
         if (ep->state == EpState::kClosed) {
-            start_connect(*ep);
+            host_.start_connect(*ep);
         }
         OPAL_THREAD_UNLOCK(&lock_);
         return OPAL_ERR_OUT_OF_RESOURCE; // the PML falls back to alloc + send
@@ -313,7 +325,7 @@ int Module::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t hea
     // has moved on and the data could not be packed again.
     bool can_post = inflight_ < max_inflight_ && pick_path(*ep, order, false) >= 0 &&
                     ep->next_seq_ - ep->completed_.next_expected() < cfg_.seq_span;
-    Frag *f = can_post ? dev_->frags().get() : nullptr;
+    Frag *f = can_post ? dev_.frags().get() : nullptr;
     if (f == nullptr) {
         OPAL_THREAD_UNLOCK(&lock_);
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -325,7 +337,7 @@ int Module::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t hea
         uint32_t n = 1;
         size_t max_data = payload_size;
         if (opal_convertor_pack(conv, &iov, &n, &max_data) < 0 || max_data != payload_size) {
-            dev_->frags().put(f);
+            dev_.frags().put(f);
             OPAL_THREAD_UNLOCK(&lock_);
             return OPAL_ERROR;
         }
@@ -344,7 +356,7 @@ int Module::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t hea
             f->base.des_flags = flags;
             *descriptor = &f->base;
         } else {
-            dev_->frags().put(f);
+            dev_.frags().put(f);
         }
     }
     OPAL_THREAD_UNLOCK(&lock_);

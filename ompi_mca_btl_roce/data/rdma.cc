@@ -5,7 +5,7 @@
 // striped over the endpoint's paths; an operation whose path fails is
 // posted again on another (reads and writes always; atomics only when the
 // error proves they never executed).
-#include "btl_roce_module.h"
+#include "data/data_path.h"
 
 #include <algorithm>
 
@@ -16,7 +16,7 @@ namespace roce::btl {
 using util::Status;
 
 // Posts `op` on path i (which must be up with a free slot).
-int Module::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
+int DataPath::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
     Path &path = ep.paths_[i];
     ibv_send_wr wr{};
     ibv_sge sge = op->sge;
@@ -35,9 +35,9 @@ int Module::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
         wr.wr.rdma.rkey = op->rkey;
     }
     ibv_send_wr *bad = nullptr;
-    int rc = verbs::normalize_rc(dev_->api().post_send(path.qp->get(), &wr, &bad), errno);
+    int rc = verbs::normalize_rc(dev_.api().post_send(path.qp->get(), &wr, &bad), errno);
     if (rc != 0) {
-        path_failed(ep, i, Status::from_errno(rc, "ibv_post_send(RDMA)").message());
+        host_.path_failed(ep, i, Status::from_errno(rc, "ibv_post_send(RDMA)").message());
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     op->path = static_cast<int>(i);
@@ -68,7 +68,7 @@ constexpr size_t kMaxRdmaChunks = 64; // per operation; bounds the op pool it ta
 // path can take yet wait on the endpoint's retry queue and go out as earlier
 // ones complete. Called with the lock held and the endpoint connected;
 // OPAL_ERR_OUT_OF_RESOURCE (nothing posted) when no path can take anything.
-int Module::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
+int DataPath::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
     std::vector<size_t> ready;
     for (size_t k = 0; k < ep.paths_.size(); ++k) {
         size_t i = (ep.next_path_ + k) % ep.paths_.size();
@@ -139,7 +139,7 @@ int Module::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
 }
 
 // Common entry of put/get/atomics once the work request is described.
-int Module::issue(Endpoint *ep, RdmaOp *op, size_t size) {
+int DataPath::issue(Endpoint *ep, RdmaOp *op, size_t size) {
     int rc = start_rdma(*ep, op, size);
     if (rc != OPAL_SUCCESS) {
         rdma_ops_.put(op);
@@ -149,10 +149,10 @@ int Module::issue(Endpoint *ep, RdmaOp *op, size_t size) {
     return OPAL_SUCCESS;
 }
 
-int Module::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote_address,
-                 mca_btl_base_registration_handle_t *local_handle,
-                 mca_btl_base_registration_handle_t *remote_handle, size_t size,
-                 mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+int DataPath::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote_address,
+                   mca_btl_base_registration_handle_t *local_handle,
+                   mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                   mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
     if (ep == nullptr || (size > 0 && (remote_handle == nullptr || local_handle == nullptr))) {
         return OPAL_ERR_BAD_PARAM;
     }
@@ -176,10 +176,10 @@ int Module::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote
 
 // An operation for ep with its completion and local side filled in, or
 // nullptr with *rc saying why (not connected yet, failed, no descriptor).
-RdmaOp *Module::new_rdma_op(Endpoint &ep, void *local_address,
-                            mca_btl_base_registration_handle_t *local_handle,
-                            mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
-                            void *cbdata, int *rc) {
+RdmaOp *DataPath::new_rdma_op(Endpoint &ep, void *local_address,
+                              mca_btl_base_registration_handle_t *local_handle,
+                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                              void *cbdata, int *rc) {
     *rc = ready_for_rdma(ep);
     RdmaOp *op = *rc == OPAL_SUCCESS ? rdma_ops_.get() : nullptr;
     if (op == nullptr) {
@@ -197,22 +197,22 @@ RdmaOp *Module::new_rdma_op(Endpoint &ep, void *local_address,
 
 // OPAL_SUCCESS when ep can take an RDMA operation now; otherwise starts the
 // connection if needed and says why not.
-int Module::ready_for_rdma(Endpoint &ep) {
+int DataPath::ready_for_rdma(Endpoint &ep) {
     if (ep.state == EpState::kFailed) {
         return OPAL_ERR_UNREACH;
     }
     if (ep.state != EpState::kConnected) {
-        start_connect(ep);
+        host_.start_connect(ep);
         return OPAL_ERR_OUT_OF_RESOURCE; // the caller retries after progress
     }
     return OPAL_SUCCESS;
 }
 
-int Module::atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
-                   mca_btl_base_registration_handle_t *local_handle,
-                   mca_btl_base_registration_handle_t *remote_handle, int op_code,
-                   uint64_t operand, uint64_t compare, bool is_cswap,
-                   mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+int DataPath::atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
+                     mca_btl_base_registration_handle_t *local_handle,
+                     mca_btl_base_registration_handle_t *remote_handle, int op_code,
+                     uint64_t operand, uint64_t compare, bool is_cswap,
+                     mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
     // Verbs atomics are 64-bit fetch-and-add and compare-and-swap; only
     // those are advertised (btl_atomic_flags), so osc/rdma emulates the rest.
     if (!is_cswap && op_code != MCA_BTL_ATOMIC_ADD) {
@@ -253,12 +253,13 @@ int Module::atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
     return rc;
 }
 
-void Module::on_rdma_completion(const ibv_wc &wc) {
+void DataPath::on_rdma_completion(const ibv_wc &wc) {
     RdmaOp *op = wr_ptr<RdmaOp>(wc.wr_id);
     Endpoint &ep = *op->ep;
     Endpoint *owner = nullptr;
     Path *path = account_completion(wc.qp_num, &owner);
-    if (op->parent != nullptr && op->path >= 0 && static_cast<size_t>(op->path) < ep.paths_.size()) {
+    if (op->parent != nullptr && op->path >= 0 &&
+        static_cast<size_t>(op->path) < ep.paths_.size()) {
         // Every posted chunk completes once (flushed, if its QP was retired).
         Path &p = ep.paths_[static_cast<size_t>(op->path)];
         p.tx.chunks -= p.tx.chunks > 0 ? 1 : 0;
@@ -275,10 +276,10 @@ void Module::on_rdma_completion(const ibv_wc &wc) {
         return;
     }
     if (path != nullptr && wc.status != IBV_WC_WR_FLUSH_ERR) {
-        path_failed(ep, static_cast<size_t>(op->path), wc_error(wc, "RDMA"));
+        host_.path_failed(ep, static_cast<size_t>(op->path), wc_error(wc, "RDMA"));
     }
-    bool atomic = op->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
-                  op->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
+    bool atomic =
+        op->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || op->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
     // A flushed request never started; a read or write may simply run again.
     // An atomic that got the error itself may have executed: it fails.
     if (ep.state != EpState::kFailed && (!atomic || wc.status == IBV_WC_WR_FLUSH_ERR)) {
@@ -298,7 +299,7 @@ void Module::on_rdma_completion(const ibv_wc &wc) {
 }
 
 // Posts again what waits on the endpoint's retry queue, while paths allow.
-void Module::retry_rdma(Endpoint &ep) {
+void DataPath::retry_rdma(Endpoint &ep) {
     while (ep.rdma_retry_ != nullptr && ep.state == EpState::kConnected) {
         RdmaOp *op = ep.rdma_retry_;
         int i = -1;
@@ -325,7 +326,7 @@ void Module::retry_rdma(Endpoint &ep) {
 }
 
 // An operation (or one chunk of a striped one) finished with `status`.
-void Module::rdma_done(RdmaOp *op, int status) {
+void DataPath::rdma_done(RdmaOp *op, int status) {
     RdmaOp *whole = op;
     if (op->parent != nullptr) {
         whole = op->parent;
@@ -347,7 +348,7 @@ void Module::rdma_done(RdmaOp *op, int status) {
     deferred_.push_back(std::move(d));
 }
 
-int Module::flush(Endpoint *ep) {
+int DataPath::flush(Endpoint *ep) {
     // Everything issued so far is done when nothing is outstanding.
     for (;;) {
         OPAL_THREAD_LOCK(&lock_);
@@ -363,7 +364,7 @@ int Module::flush(Endpoint *ep) {
         if (left == 0) {
             return OPAL_SUCCESS;
         }
-        (void)progress();
+        (void)host_.progress(); // without the lock
     }
 }
 

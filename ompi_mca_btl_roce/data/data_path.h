@@ -1,0 +1,275 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#pragma once
+
+#include "opal_cxx_compat.h"
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "opal/mca/btl/btl.h"
+#include "opal/threads/mutex.h"
+
+#include "btl_roce_device.h"
+#include "btl_roce_endpoint.h"
+#include "btl_roce_frag.h"
+#include "connection/retire.h"
+#include "data/rdma_op_pool.h"
+#include "util/log.h"
+#include "util/rate_limit.h"
+#include "util/status.h"
+
+/// What the PML copies onto the wire for RDMA: the remote key, and the local
+/// key for our own use.
+struct mca_btl_base_registration_handle_t {
+    uint32_t rkey;
+    uint32_t lkey;
+};
+
+namespace roce::btl {
+
+/// The tunables the data path uses (a part of ModuleConfig, copied in this
+/// order by Module::create).
+struct DataPathConfig {
+    uint32_t max_rdma_ops = 256;    ///< RDMA/atomic operations (and chunks) in flight
+    size_t stripe_min = 256 * 1024; ///< RDMA at least this large is striped over the paths
+    size_t rdma_chunk = 256 * 1024; ///< reads/writes larger than this go in chunks
+    uint32_t chunks_per_path = 4;   ///< chunks in flight on one path, at most
+    uint32_t seq_span = 8192;       ///< data fragments in flight per endpoint, at most
+};
+
+/// What the data path needs from its owner (the Module): the connection
+/// side's reactions, the memory registry, and a full progress for flush.
+/// Called with the module lock held, except register_mem, deregister_mem
+/// (prepare_src and the release of an in-place send call them as the Module
+/// did: with or without it; the registry has its own lock) and progress
+/// (flush calls it without the lock).
+class DataPathHost {
+public:
+    virtual ~DataPathHost() = default;
+    /// Path `i` of `ep` is broken (a failed post or an error completion):
+    /// the connection manager retires its QP and reconnects it.
+    virtual void path_failed(Endpoint &ep, size_t i, const std::string &why) = 0;
+    /// `ep` is needed and may be closed: connect it if it is.
+    virtual void start_connect(Endpoint &ep) = 0;
+    /// A fragment arrived on live path `i` of `ep` (the first one doubles as
+    /// the handshake's RTU).
+    virtual void rc_message(Endpoint &ep, size_t i) = 0;
+    /// User memory registered for an in-place send; nullptr when it cannot
+    /// be (the host reports that once).
+    virtual mca_btl_base_registration_handle_t *register_mem(void *base, size_t size,
+                                                             uint32_t flags) = 0;
+    /// Releases a handle of register_mem (an OPAL code).
+    virtual int deregister_mem(mca_btl_base_registration_handle_t *handle) = 0;
+    /// One full progress of the module (completions, timers, callbacks):
+    /// what flush waits with. Called without the lock.
+    virtual int progress() = 0;
+};
+
+/// The data path of one module: sends (alloc, prepare_src, send, sendi and
+/// the queue of sends that wait), credits, RDMA reads and writes (striped
+/// over the paths, in chunks), atomics, flush, and the completions of all
+/// of them; the fragments it receives, and the PML callbacks it defers.
+///
+/// Owns: the RDMA operation pool, the count of signaled work requests in
+/// flight, the QPN table (which path a completion belongs to), the deferred
+/// PML callbacks, and the rate limiter of warnings about what came from
+/// the wire. Uses, without owning: the Device's fragment pool, SRQ and send
+/// queues (the fragment slab is registered and sized with the Device's
+/// queues, so it stays there), the Retirement (whose QPs' completions still
+/// arrive here), the endpoints' transmit state (PathTx, the pending and
+/// retry queues, the sequence windows) and the module's endpoint table
+/// (read by flush).
+///
+/// The QPN table is here, not with the connection side that fills it, because
+/// every completion looks it up: the connection side adds a QP with map_qp
+/// when it installs one and removes it with unmap_qp once the Retirement has
+/// destroyed it.
+///
+/// Locks. The data path has no lock of its own: the module lock (`lock`,
+/// given at creation) guards all of its state, for the reason the Module
+/// states (a completion changes connection state and a connection event
+/// changes what may be sent, in one call). The BTL entry points (alloc to
+/// flush, run_deferred) take it themselves, where the Module used to;
+/// every other member is called with it held. The PML callbacks
+/// (run_deferred) run without it.
+class DataPath {
+public:
+    /// A data path over `dev` for the module whose Open MPI face is `btl`
+    /// (its btl_max_send_size bounds sends; PML callbacks get it); its RDMA
+    /// operation pool registered on the Device's PD. Every reference must
+    /// outlive the data path.
+    static util::Result<std::unique_ptr<DataPath>>
+    create(DataPathHost &host, Device &dev, Retirement &retirement, const DataPathConfig &cfg,
+           mca_btl_base_module_t *btl, opal_mutex_t &lock,
+           const std::vector<std::unique_ptr<Endpoint>> &endpoints, std::function<double()> clock,
+           util::LogSink &log);
+    /// Releases the RDMA operation pool (before the Device goes).
+    ~DataPath();
+    DataPath(const DataPath &) = delete;
+    DataPath &operator=(const DataPath &) = delete;
+
+    // --- BTL entry points (data/send.cc, data/rdma.cc); take the lock ----
+    /// A descriptor for `size` bytes (at most btl_max_send_size); nullptr
+    /// when none is free (the PML retries).
+    mca_btl_base_descriptor_t *alloc(Endpoint *ep, uint8_t order, size_t size, uint32_t flags);
+    /// Gives back a descriptor of alloc or prepare_src (and its in-place
+    /// registration).
+    int free_des(mca_btl_base_descriptor_t *des);
+    /// A descriptor with `reserve` bytes of header room and up to *size
+    /// bytes of the convertor's data: packed into the slot, or, contiguous
+    /// and at least 4 KiB, sent in place from the user's registered buffer.
+    /// *size becomes what was taken. Packs without the lock.
+    mca_btl_base_descriptor_t *prepare_src(Endpoint *ep, opal_convertor_t *conv, uint8_t order,
+                                           size_t reserve, size_t *size, uint32_t flags);
+    /// Posts `des` on a path with a credit, or queues it until one has
+    /// (starting the connection if needed); OPAL_ERR_UNREACH when the
+    /// endpoint failed.
+    int send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag);
+    /// Sends header + payload now, or OPAL_ERR_OUT_OF_RESOURCE without
+    /// touching the convertor when it cannot (not connected, sends queued,
+    /// no credit, slot or CQ room); after a hard posting error the packed
+    /// descriptor is handed back in *descriptor.
+    int sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t header_size,
+              size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
+              mca_btl_base_descriptor_t **descriptor);
+    /// RDMA write (`is_put`) or read of `size` bytes; `cbfunc` runs (without
+    /// the lock) when the whole operation is done. OPAL_ERR_OUT_OF_RESOURCE
+    /// while connecting or out of operations; OPAL_ERR_UNREACH once failed.
+    int rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote_address,
+             mca_btl_base_registration_handle_t *local_handle,
+             mca_btl_base_registration_handle_t *remote_handle, size_t size,
+             mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+    /// 64-bit fetch-and-add (op MCA_BTL_ATOMIC_ADD) or compare-and-swap
+    /// (`is_cswap`); other ops are OPAL_ERR_NOT_SUPPORTED. The old value
+    /// lands in `local_address` when it is given.
+    int atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
+               mca_btl_base_registration_handle_t *local_handle,
+               mca_btl_base_registration_handle_t *remote_handle, int op, uint64_t operand,
+               uint64_t compare, bool is_cswap, mca_btl_base_rdma_completion_fn_t cbfunc,
+               void *cbcontext, void *cbdata);
+    /// Returns once no RDMA operation of `ep` (nullptr: of any endpoint) is
+    /// outstanding, progressing the host meanwhile. Called without the lock.
+    int flush(Endpoint *ep);
+    /// Where PML errors go (btl_register_error).
+    void set_error_cb(mca_btl_base_module_error_cb_fn_t cb) { error_cb_ = cb; }
+
+    /// Work for the PML that must run without the module lock held.
+    struct Deferred {
+        enum class Kind { kRecv, kSendDone, kRdmaDone, kError } kind = Kind::kRecv;
+        Endpoint *ep = nullptr;
+        // kRecv
+        int path = -1; ///< the live path it came on (-1: a retired QP)
+        uint32_t buf_index = 0;
+        uint8_t tag = 0;
+        uint8_t *data = nullptr;
+        size_t len = 0;
+        // kSendDone / kRdmaDone
+        Frag *frag = nullptr;
+        RdmaOp *op = nullptr;
+        int status = OPAL_SUCCESS;
+        // kError
+        std::string text;
+    };
+
+    // --- progress (data/completions.cc) ------------------------------------
+    /// Nothing deferred: read by progress's idle test without the lock (as
+    /// the Module always did).
+    bool nothing_deferred() const { return deferred_.empty(); }
+    /// A completion of a send, RDMA, SRQ receive or credit message (every
+    /// kind but the UD QP's). Lock held.
+    void on_completion(const ibv_wc &wc);
+    /// Moves the deferred PML work into `todo` (lock held), for run_deferred.
+    void take_deferred(std::vector<Deferred> &todo) { todo.swap(deferred_); }
+    /// Runs `todo` without the lock (taking it around the bookkeeping after
+    /// each callback: SRQ repost, credits, descriptors back), then clears it.
+    void run_deferred(std::vector<Deferred> &todo);
+
+    // --- the connection side's events (data/data_path.cc); lock held ------
+    /// Completions on `qpn` belong to path `i` of `ep` from now on.
+    void map_qp(uint32_t qpn, Endpoint &ep, size_t i);
+    /// `qpn` is destroyed: none of its completions can arrive any more.
+    void unmap_qp(uint32_t qpn);
+    /// A path of `ep` came up: what waits for it (sends, RDMA) goes out.
+    void path_up(Endpoint &ep);
+    /// `ep` failed: its queued sends and RDMA complete with
+    /// OPAL_ERR_UNREACH and the PML's error callback gets `text`.
+    void fail_endpoint(Endpoint &ep, const std::string &text);
+
+    /// "<what> completion error on qpn 0x..: <status> (vendor error 0x..)".
+    static std::string wc_error(const ibv_wc &wc, const char *what);
+
+    /// Signaled work requests in flight (sends and RDMA), and their bound
+    /// (the CQ's room besides the receives). Lock held.
+    uint32_t inflight() const { return inflight_; }
+    uint32_t max_inflight() const { return max_inflight_; }
+
+private:
+    DataPath(DataPathHost &host, Device &dev, Retirement &retirement, const DataPathConfig &cfg,
+             mca_btl_base_module_t *btl, opal_mutex_t &lock,
+             const std::vector<std::unique_ptr<Endpoint>> &endpoints, std::function<double()> clock,
+             util::LogSink &log);
+
+    // Sends (data/send.cc), lock held.
+    int pick_path(Endpoint &ep, uint8_t order, bool control) const;
+    int post_frag(Endpoint &ep, Frag *f);
+    int post_frag_on(Endpoint &ep, size_t i, Frag *f);
+    void queue_pending(Endpoint &ep, Frag *f);
+    /// A send must wait: counts a credit stall on a path that is up with
+    /// a send-queue slot but no credit.
+    void note_stall(Endpoint &ep);
+    void drain_pending(Endpoint &ep);
+    void maybe_send_credits(Endpoint &ep, size_t path);
+    void release_frag(Frag *f);
+
+    // RDMA (data/rdma.cc), lock held.
+    int post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op);
+    int start_rdma(Endpoint &ep, RdmaOp *op, size_t size);
+    int issue(Endpoint *ep, RdmaOp *op, size_t size);
+    int ready_for_rdma(Endpoint &ep);
+    RdmaOp *new_rdma_op(Endpoint &ep, void *local_address,
+                        mca_btl_base_registration_handle_t *local_handle,
+                        mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata,
+                        int *rc);
+    void rdma_done(RdmaOp *op, int status);
+    void retry_rdma(Endpoint &ep);
+    void on_rdma_completion(const ibv_wc &wc);
+
+    // Completions (data/completions.cc), lock held.
+    void complete_frag(Frag *f, int status);
+    void handle_recv(const ibv_wc &wc);
+    Path *account_completion(uint32_t qpn, Endpoint **ep);
+    void on_send_completion(const ibv_wc &wc);
+    /// A warning about something that came from the wire: at most one line
+    /// per `key` per 10 s, carrying the count.
+    void warn_limited(const std::string &key, const std::string &line);
+
+    DataPathHost &host_;
+    Device &dev_;
+    Retirement &retirement_;
+    DataPathConfig cfg_;
+    mca_btl_base_module_t *btl_;
+    opal_mutex_t &lock_;
+    const std::vector<std::unique_ptr<Endpoint>> &endpoints_;
+    std::function<double()> clock_;
+    util::LogSink &log_;
+
+    struct QpRef {
+        Endpoint *ep = nullptr;
+        size_t path = 0;
+    };
+    std::unordered_map<uint32_t, QpRef> by_qpn_;
+    std::vector<Deferred> deferred_; ///< PML callbacks to run unlocked
+    RdmaOpPool rdma_ops_;
+    uint32_t inflight_ = 0; ///< signaled sends + RDMA in flight (bounded by the CQ)
+    uint32_t max_inflight_ = 0;
+    mca_btl_base_module_error_cb_fn_t error_cb_ = nullptr;
+    util::RateLimiter warn_{10.0, 16}; ///< warnings about what came from the wire
+};
+
+} // namespace roce::btl

@@ -1,0 +1,217 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+// The btl's DataPath on its own: over a Device on FakeVerbs, with a host that
+// records what the data path asks of the connection side (the whole module
+// end to end is test_btl_e2e.cc).
+#include <cerrno>
+#include <string>
+#include <vector>
+
+#include "btl_device_bench.h"
+#include "connection/retire.h"
+#include "data/data_path.h"
+
+using namespace roce;
+using roce::testing::DeviceBench;
+
+namespace {
+
+/// The Module's part, reduced to a record of the calls.
+struct RecordingHost final : btl::DataPathHost {
+    std::vector<std::string> calls;
+    void path_failed(btl::Endpoint &, size_t i, const std::string &why) override {
+        calls.push_back("path_failed " + std::to_string(i) + ": " + why);
+    }
+    void start_connect(btl::Endpoint &) override { calls.push_back("start_connect"); }
+    void rc_message(btl::Endpoint &, size_t i) override {
+        calls.push_back("rc_message " + std::to_string(i));
+    }
+    mca_btl_base_registration_handle_t *register_mem(void *, size_t, uint32_t) override {
+        calls.push_back("register_mem");
+        return nullptr;
+    }
+    int deregister_mem(mca_btl_base_registration_handle_t *) override {
+        calls.push_back("deregister_mem");
+        return OPAL_SUCCESS;
+    }
+    int progress() override {
+        calls.push_back("progress");
+        return 0;
+    }
+};
+
+/// What the PML's callbacks saw.
+struct PmlRecord {
+    std::vector<int> send_done; ///< statuses
+    std::vector<std::string> errors;
+};
+PmlRecord g_pml;
+
+void on_send_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, mca_btl_base_descriptor_t *,
+                  int status) {
+    g_pml.send_done.push_back(status);
+}
+
+void on_error(mca_btl_base_module_t *, int32_t, opal_proc_t *, char *info) {
+    g_pml.errors.emplace_back(info != nullptr ? info : "");
+}
+
+/// A DataPath over a Device of the rxe_bond fixture, one endpoint with no
+/// path yet; members in creation order.
+struct DataPathBench {
+    DeviceBench dev{"rxe_bond"};
+    btl::Retirement retirement{dev.log};
+    RecordingHost host;
+    mca_btl_base_module_t btl{};
+    opal_mutex_t lock;
+    std::vector<std::unique_ptr<btl::Endpoint>> endpoints;
+    std::unique_ptr<btl::DataPath> dp;
+
+    DataPathBench() {
+        OBJ_CONSTRUCT(&lock, opal_mutex_t);
+        g_pml = PmlRecord{};
+        btl.btl_max_send_size = 256;
+        btl::PathChoice choice;
+        choice.selection = dev.sel;
+        endpoints.push_back(std::make_unique<btl::Endpoint>(64, nullptr, (uint64_t{7} << 32) | 1, 0,
+                                                            btl::wire::PortAdvert{}, choice));
+        btl::DataPathConfig cfg;
+        cfg.max_rdma_ops = 8;
+        auto d = btl::DataPath::create(
+            host, *dev.dev, retirement, cfg, &btl, lock, endpoints, [] { return 0.0; }, dev.log);
+        if (!d) {
+            FAIL("DataPath::create: " << d.status().to_string());
+        }
+        dp = std::move(d.value());
+        dp->set_error_cb(on_error);
+    }
+    ~DataPathBench() {
+        dp.reset();
+        endpoints.clear();
+        OBJ_DESTRUCT(&lock);
+    }
+    btl::Endpoint &ep() { return *endpoints[0]; }
+    /// Runs what the data path deferred, as Module::progress does.
+    void run_deferred() {
+        std::vector<btl::DataPath::Deferred> todo;
+        dp->take_deferred(todo);
+        dp->run_deferred(todo);
+    }
+};
+
+} // namespace
+
+TEST_CASE("DataPath: work for a closed endpoint starts its connection", "[btl][datapath]") {
+    DataPathBench b;
+    REQUIRE(b.dp->max_inflight() == b.dev.dev->frags().size() + 8);
+
+    // send queues the descriptor and asks the host to connect.
+    mca_btl_base_descriptor_t *des = b.dp->alloc(&b.ep(), MCA_BTL_NO_ORDER, 100, 0);
+    REQUIRE(des != nullptr);
+    CHECK(b.dp->send(&b.ep(), des, 0x41) == OPAL_SUCCESS);
+    CHECK(b.host.calls == std::vector<std::string>{"start_connect"});
+
+    // sendi never queues: the PML falls back to a descriptor.
+    char hdr[8] = {};
+    mca_btl_base_descriptor_t *back = nullptr;
+    CHECK(b.dp->sendi(&b.ep(), nullptr, hdr, sizeof(hdr), 0, MCA_BTL_NO_ORDER, 0, 0x41, &back) ==
+          OPAL_ERR_OUT_OF_RESOURCE);
+    CHECK(back == nullptr);
+
+    // RDMA is refused until the endpoint is connected, and starts it too.
+    mca_btl_base_registration_handle_t h{1, 2};
+    uint64_t word = 0;
+    CHECK(b.dp->rdma(&b.ep(), true, &word, 0x1000, &h, &h, 8, nullptr, nullptr, nullptr) ==
+          OPAL_ERR_OUT_OF_RESOURCE);
+    CHECK(b.host.calls.size() >= 2);
+    CHECK(b.host.calls.back() == "start_connect");
+    CHECK(b.dp->inflight() == 0); // nothing was posted
+    CHECK(b.dp->nothing_deferred());
+}
+
+TEST_CASE("DataPath: a failed endpoint completes what waits with UNREACH and tells the PML",
+          "[btl][datapath]") {
+    DataPathBench b;
+    mca_btl_base_descriptor_t *des = b.dp->alloc(&b.ep(), MCA_BTL_NO_ORDER, 32, 0);
+    REQUIRE(des != nullptr);
+    des->des_cbfunc = on_send_done;
+    REQUIRE(b.dp->send(&b.ep(), des, 0x41) == OPAL_SUCCESS); // queued
+    const size_t free_before = b.dev.dev->frags().free_count();
+
+    b.ep().state = btl::EpState::kFailed; // as the connection manager sets it
+    b.dp->fail_endpoint(b.ep(), "roce test:1: no reply");
+    CHECK_FALSE(b.dp->nothing_deferred());
+    b.run_deferred();
+    CHECK(g_pml.send_done == std::vector<int>{OPAL_ERR_UNREACH});
+    CHECK(g_pml.errors == std::vector<std::string>{"roce test:1: no reply"});
+    CHECK(b.dp->nothing_deferred());
+    // The PML owns the descriptor (no BTL_OWNERSHIP flag): it frees it.
+    CHECK(b.dev.dev->frags().free_count() == free_before);
+    CHECK(b.dp->free_des(des) == OPAL_SUCCESS);
+    CHECK(b.dev.dev->frags().free_count() == free_before + 1);
+
+    // From now on the endpoint answers at once.
+    des = b.dp->alloc(&b.ep(), MCA_BTL_NO_ORDER, 32, 0);
+    REQUIRE(des != nullptr);
+    CHECK(b.dp->send(&b.ep(), des, 0x41) == OPAL_ERR_UNREACH);
+    CHECK(b.dp->free_des(des) == OPAL_SUCCESS);
+    mca_btl_base_registration_handle_t h{1, 2};
+    uint64_t word = 0;
+    CHECK(b.dp->rdma(&b.ep(), false, &word, 0x1000, &h, &h, 8, nullptr, nullptr, nullptr) ==
+          OPAL_ERR_UNREACH);
+    CHECK(b.dp->atomic(&b.ep(), &word, 0x1000, &h, &h, MCA_BTL_ATOMIC_ADD, 1, 0, false, nullptr,
+                       nullptr, nullptr) == OPAL_ERR_UNREACH);
+    for (const std::string &c : b.host.calls) {
+        CHECK(c == "start_connect"); // the failed endpoint was never connected again
+    }
+}
+
+TEST_CASE("DataPath: requests it cannot serve are refused before any state changes",
+          "[btl][datapath]") {
+    DataPathBench b;
+    const size_t free_before = b.dev.dev->frags().free_count();
+    // Larger than btl_max_send_size.
+    CHECK(b.dp->alloc(&b.ep(), MCA_BTL_NO_ORDER, 257, 0) == nullptr);
+    char hdr[300] = {};
+    CHECK(b.dp->sendi(&b.ep(), nullptr, hdr, sizeof(hdr), 0, MCA_BTL_NO_ORDER, 0, 0x41, nullptr) ==
+          OPAL_ERR_OUT_OF_RESOURCE);
+    size_t size = 10;
+    CHECK(b.dp->prepare_src(&b.ep(), nullptr, MCA_BTL_NO_ORDER, 257, &size, 0) == nullptr);
+    // Verbs atomics are 64-bit add and compare-and-swap, on an aligned,
+    // registered target.
+    mca_btl_base_registration_handle_t h{1, 2};
+    uint64_t word = 0;
+    CHECK(b.dp->atomic(&b.ep(), &word, 0x1000, &h, &h, MCA_BTL_ATOMIC_AND, 1, 0, false, nullptr,
+                       nullptr, nullptr) == OPAL_ERR_NOT_SUPPORTED);
+    CHECK(b.dp->atomic(&b.ep(), &word, 0x1004, &h, &h, MCA_BTL_ATOMIC_ADD, 1, 0, false, nullptr,
+                       nullptr, nullptr) == OPAL_ERR_BAD_PARAM);
+    CHECK(b.dp->atomic(&b.ep(), &word, 0x1000, &h, nullptr, 0, 1, 0, true, nullptr, nullptr,
+                       nullptr) == OPAL_ERR_BAD_PARAM);
+    CHECK(b.dp->rdma(nullptr, true, &word, 0x1000, &h, &h, 8, nullptr, nullptr, nullptr) ==
+          OPAL_ERR_BAD_PARAM);
+    CHECK(b.dp->rdma(&b.ep(), true, &word, 0x1000, &h, nullptr, 8, nullptr, nullptr, nullptr) ==
+          OPAL_ERR_BAD_PARAM);
+    CHECK(b.host.calls.empty());
+    CHECK(b.dev.dev->frags().free_count() == free_before);
+    // Nothing outstanding: flush returns without progressing the host.
+    CHECK(b.dp->flush(nullptr) == OPAL_SUCCESS);
+    CHECK(b.dp->flush(&b.ep()) == OPAL_SUCCESS);
+    CHECK(b.host.calls.empty());
+}
+
+TEST_CASE("DataPath: creation fails with the pool's name when its memory cannot be registered",
+          "[btl][datapath]") {
+    DeviceBench dev("rxe_bond");
+    btl::Retirement retirement(dev.log);
+    RecordingHost host;
+    mca_btl_base_module_t btl{};
+    opal_mutex_t lock;
+    OBJ_CONSTRUCT(&lock, opal_mutex_t);
+    std::vector<std::unique_ptr<btl::Endpoint>> endpoints;
+    dev.fake.fail(testing::Call::kRegMr, ENOMEM);
+    auto d = btl::DataPath::create(
+        host, *dev.dev, retirement, btl::DataPathConfig{}, &btl, lock, endpoints,
+        [] { return 0.0; }, dev.log);
+    REQUIRE_FALSE(d);
+    CHECK(d.status().message().find("RDMA operation pool") != std::string::npos);
+    OBJ_DESTRUCT(&lock);
+}
