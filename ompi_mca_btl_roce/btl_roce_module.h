@@ -164,9 +164,12 @@ struct ModuleEnv {
 /// reconnects) and a connection event changes what the data path may use
 /// (a path coming up drains the pending sends), in the same call; two locks
 /// would always be taken together, in an order kept by hand.
-/// Taken without it: the PML callbacks (DataPath::run_deferred), the
-/// PeerDirectory calls (they may block on PMIx), the MemoryRegistry (grdma
-/// has its own lock), and the netmon queue's changed() (an atomic load).
+/// progress() polls the CQ with it held, and under MPI_THREAD_MULTIPLE
+/// only tries it (a thread that finds it taken returns: the holder is
+/// progressing), so one thread at a time handles completions and reaps
+/// retired QPs. Taken without it: the PML callbacks (DataPath::run_deferred),
+/// the PeerDirectory calls (they may block on PMIx), the MemoryRegistry
+/// (grdma has its own lock).
 class Module final : private CmHost, private DataPathHost {
 public:
     /// The module for `plan`'s port, its Device open (through env.verbs)

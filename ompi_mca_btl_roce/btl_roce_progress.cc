@@ -19,17 +19,26 @@ namespace roce::btl {
 using util::LogLevel;
 
 int Module::progress() {
+    // One thread polls and handles at a time. Polled outside the lock, a
+    // completion of a retired QP could be handled after another thread's
+    // progress found the CQ empty and destroyed that QP: dropped as a
+    // fragment on an unknown QP, though its sender already had the ACK.
+    // Under MPI_THREAD_MULTIPLE a thread that finds the lock taken leaves
+    // (the holder is progressing); without threads the lock costs nothing.
+    if (OPAL_THREAD_TRYLOCK(&lock_) != 0) {
+        return 0;
+    }
     ++progress_calls_;
     ibv_wc wc[kPollBatch];
     int n = dev_->api().poll_cq(dev_->cq(), kPollBatch, wc);
-    // The idle path: one poll, two reads, no lock, no clock.
+    // The idle path: one poll, a few reads, no clock.
     bool net = netq_ && netq_->changed();
     if (n <= 0 && !cm_->busy() && dp_->nothing_deferred() && !ud_suspect_ && !net &&
         readdress_at_ == 0 && retirement_->empty()) {
+        OPAL_THREAD_UNLOCK(&lock_);
         return 0;
     }
     std::vector<DataPath::Deferred> todo;
-    OPAL_THREAD_LOCK(&lock_);
     for (int i = 0; i < n; ++i) {
         handle_wc(wc[i]);
     }
