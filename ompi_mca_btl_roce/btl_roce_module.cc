@@ -160,6 +160,7 @@ void btl_defaults(mca_btl_base_module_t &t, mca_btl_base_component_t *component)
     t.btl_put_alignment = 0;
     t.btl_get_local_registration_threshold = 0;
     t.btl_put_local_registration_threshold = 0;
+    install_function_table(t);
 }
 
 Module::Module(const PortPlan &plan, const ModuleConfig &cfg, ModuleEnv env,

@@ -74,7 +74,13 @@ struct ModuleConfig {
 
 /// The defaults of the generic btl parameters and the capabilities of this
 /// btl (flags, atomics), before Open MPI registers the user's values over
-/// them. `component` is stored in btl_component.
+/// them, and the module's function table. `component` is stored in
+/// btl_component. The functions must be there at registration:
+/// mca_btl_base_param_register registers the RDMA parameters (pipeline
+/// sizes, latency, bandwidth, put/get limits) only when btl_put is set, and
+/// ends with mca_btl_base_param_verify, which clears the PUT, GET and flush
+/// flags of a module without those functions - a btl with no RDMA for ob1's
+/// rendezvous and for osc/rdma.
 void btl_defaults(mca_btl_base_module_t &t, mca_btl_base_component_t *component);
 
 /// Who this process is, the same for every module (the component learns it

@@ -35,6 +35,21 @@ for p in if_include if_exclude gid_index roce_version address_family qkey verbos
     ok "ompi_info --param btl roce shows btl_roce_$p"
 done
 grep -q 'Valid values: 0:"auto", 1:"v1", 2:"v2"' "$work/btlp" && ok "roce_version lists its names" || bad "roce_version enum missing" "$work/btlp"
+# The btl's capabilities as Open MPI registered them: RDMA put/get, flush and
+# the atomics (ob1's rendezvous and osc/rdma need them), and the parameters
+# Open MPI registers only for a btl with RDMA (latency, bandwidth, pipeline).
+ompi_info --param btl roce --level 9 --parsable >"$work/btlparse" 2>&1
+flags=$(sed -n 's/^mca:btl:roce:param:btl_roce_flags:value://p' "$work/btlparse")
+missing=
+for f in send put get inplace atomics fetching-atomics; do
+    case ",$flags," in *",$f,"*) ;; *) missing="$missing $f" ;; esac
+done
+[ -n "$flags" ] && [ -z "$missing" ] && ok "btl_roce_flags = $flags" ||
+    bad "btl_roce_flags = '$flags' lacks:$missing" "$work/btlparse"
+for p in latency bandwidth rdma_pipeline_send_length put_limit get_limit; do
+    grep -q "^mca:btl:roce:param:btl_roce_$p:value:" "$work/btlparse" &&
+        ok "ompi_info registers btl_roce_$p" || bad "btl_roce_$p not registered" "$work/btlparse"
+done
 ompi_info --param pml roce --level 9 >"$work/pmlp" 2>&1
 for p in eager_limit verbose priority; do
     grep -q "\"pml_roce_$p\"" "$work/pmlp" && ok "ompi_info --param pml roce shows pml_roce_$p" || bad "pml_roce_$p not shown" "$work/pmlp"
