@@ -20,8 +20,11 @@ export SUITE_PML=roce MPI_PML=roce
 SCALE=${BTL_TEST_SCALE:-0.05} # iteration counts under emulation, as contrib/demo.sh
 # The programs a pml must pass: eager/rendezvous and non-contiguous p2p,
 # matching order, wildcards, probe/mprobe, the synchronous protocol,
-# truncation, collectives over the pml, the demo's ping-pong.
-CORE="p2p ordering wildcards probe ssend truncate collectives mpi-pingpong"
+# truncation, collectives over the pml, the demo's ping-pong; and one-sided
+# communication through osc/rdma, which takes the btl's RDMA and atomics
+# directly (the only check in this tier that a btl without PUT/GET - as
+# 676d652 made it - cannot pass).
+CORE="p2p ordering wildcards probe ssend truncate collectives mpi-pingpong osc"
 STRESS_SECONDS=${BTL_STRESS_SECONDS:-120} # the job runs on after the restore
 # shellcheck disable=SC2034 # CUT_AT, HOLD: read by stress_cut (lib/btl.sh)
 CUT_AT=${BTL_CUT_AT:-30}                  # stress clock (s) of the pull
@@ -49,7 +52,7 @@ ci_env() {
 # The core programs, one rank per guest: every byte between the ranks is RoCE.
 ci_core() {
     # shellcheck disable=SC2086 # CORE: program names
-    suite pml-ci-core --np 2 --hostfile "$VMTEST_HOSTFILE" --mca btl "$BTL" --quick --strict \
+    suite pml-ci-core --np 2 --hostfile "$VMTEST_HOSTFILE" --mca btl "$BTL" --osc rdma --quick --strict \
         --timeout 600 --env "ROCE_TEST_SCALE=$SCALE" $CORE
 }
 
