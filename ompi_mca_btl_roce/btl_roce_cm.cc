@@ -267,11 +267,12 @@ void Module::path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected) {
 
 void Module::path_lost(Peer &peer, size_t i) {
     ++ep_of(peer).paths_[i].tx.stats.failovers;
-    // Explained once per process; every failure has its own warning line.
+    // Explained once per process. Only the explanation: every failure has
+    // its own warning line already (the manager's), so no error line.
     static std::atomic<bool> shown{false};
-    if (!shown.exchange(true)) {
-        report("path failed", util::format("%s:%d: path %zu to %s", plan_.device.c_str(),
-                                           plan_.port, i, ep_of(peer).label.c_str()));
+    if (!shown.exchange(true) && env_.report) {
+        env_.report("path failed", util::format("%s:%d: path %zu to %s", plan_.device.c_str(),
+                                                plan_.port, i, ep_of(peer).label.c_str()));
     }
 }
 

@@ -1,7 +1,6 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #include "btl_roce_log.h"
 
-#include <cstring>
 #include <unistd.h>
 
 #include "opal/constants.h"
@@ -89,12 +88,6 @@ void show_error(const char *topic, const std::string &message) noexcept {
         return;
     }
     // Not installed (running from the build tree): the same text, unaggregated.
-    // A topic that only explains warning lines printed anyway (one per
-    // failed path, with every fact) adds nothing without its help text, and
-    // an "error:" line would misstate a failover the job survives.
-    if (std::strcmp(topic, "path failed") == 0) {
-        return;
-    }
     opal_output(0, "btl roce [%s]: error: %s", host_name(), message.c_str());
 }
 

@@ -31,10 +31,9 @@ int to_opal(const util::Status &status) noexcept;
 
 /// Shows a user-facing error through opal_show_help when our help file is
 /// installed (so mpirun prints each topic once and counts the processes
-/// that sent it too), else as one "error:" line on stderr; "path failed",
-/// which only explains the warning line each failed path prints, then
-/// prints nothing. `topic` is a section of help-mpi-btl-roce.txt taking
-/// (hostname, message). Thread-safe.
+/// that sent it too), else as one "error:" line on stderr. For errors at
+/// init, the same on every rank. `topic` is a section of
+/// help-mpi-btl-roce.txt taking (hostname, message). Thread-safe.
 void show_error(const char *topic, const std::string &message) noexcept;
 
 /// Only the help-file half of show_error: the explanation of `topic`

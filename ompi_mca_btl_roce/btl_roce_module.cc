@@ -6,7 +6,6 @@
 
 #include <ctime>
 #include <cstddef>
-#include <cstring>
 
 #include "opal/class/opal_bitmap.h"
 #include "opal/mca/btl/base/base.h"
@@ -408,11 +407,8 @@ int Module::deregister_mem(mca_btl_base_registration_handle_t *handle) {
 }
 
 void Module::report(const char *topic, const std::string &detail) {
-    // The line first, on stderr, where it cannot be lost; a failed path has
-    // its own warning line per failure already.
-    if (std::strcmp(topic, "path failed") != 0) {
-        log_.write(util::LogLevel::kError, detail);
-    }
+    // The line first, on stderr, where it cannot be lost.
+    log_.write(util::LogLevel::kError, detail);
     if (env_.report) {
         env_.report(topic, detail);
     }

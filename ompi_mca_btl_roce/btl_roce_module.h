@@ -140,8 +140,8 @@ struct ModuleEnv {
     std::function<int(mca_btl_base_module_t *)> finalized;
     /// A user-facing error of the running job: `topic` names its cause (a
     /// section of help-mpi-btl-roce.txt), `detail` says what happened. The
-    /// module has already logged `detail` at error level (except for "path
-    /// failed", whose failures each have a warning line); the component adds
+    /// module has already logged `detail` at error level (for "path failed"
+    /// each failure has its warning line instead); the component adds
     /// the topic's explanation through opal_show_help (btl_roce_log.h,
     /// show_explanation). May be unset. Called with the module lock held.
     std::function<void(const char *topic, const std::string &detail)> report;
@@ -345,8 +345,8 @@ private:
     /// The first message on a path doubles as the RTU.
     void rc_message(Endpoint &ep, size_t i) override { cm_->on_rc_message(ep, i); }
 
-    /// A user-facing error of the running job: its line at error level (none
-    /// for "path failed"), then env_.report for the explanation.
+    /// A user-facing error of the running job: its line at error level, then
+    /// env_.report for the explanation.
     void report(const char *topic, const std::string &detail);
 
     // Progress (btl_roce_progress.cc), lock held.

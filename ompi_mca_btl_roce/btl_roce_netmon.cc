@@ -9,8 +9,9 @@
 // completions (then the path reconnects). What it must know before the next
 // connection is the addressing: an address replaced on the bond or its VLAN,
 // or a GID table rewritten at an active-backup failover, makes the snapshot
-// the policy chose from stale. So: a fresh snapshot for new connections, and
-// endpoints whose GID vanished choose again now.
+// the policy chose from stale. So: the monitor marks the snapshot cache
+// (netmon::feed_cache), new connections choose from its current view, and
+// endpoints whose GID vanished choose again now and reconnect.
 #include "btl_roce_module.h"
 
 #include "netmon/event.h"

@@ -6,7 +6,6 @@
 #include <memory>
 
 #include "btl_roce_module.h"
-#include "qp/queue_pair.h"
 #include "util/log.h"
 #include "util/status.h"
 
