@@ -101,7 +101,7 @@ else
         run --mca btl_roce_gid_index -7 >"$work/gout" 2>"$work/gerr"
         rc=$?
         grep -q 'btl_roce_gid_index = -7 is invalid' "$work/gerr" && break
-        grep -q 'ORTE_ERROR_LOG: .* show_help\.c' "$work/gerr" || break
+        grep -q 'ORTE_ERROR_LOG: .*show_help\.c' "$work/gerr" || break
         echo "note: try $try: Open MPI lost the help message (show_help.c relay error); running again"
     done
     if [ $rc = 0 ] && grep -q 'btl_roce_gid_index = -7 is invalid: allowed values are -1 (automatic) or a GID table index 0..65535' "$work/gerr"; then
