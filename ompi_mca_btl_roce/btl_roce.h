@@ -13,6 +13,7 @@
 #include <stdbool.h>
 
 #include "opal/mca/btl/btl.h"
+#include "ompi_series.h" /* OPAL_MODULE_DECLSPEC in 5.0 */
 
 #ifdef __cplusplus
 extern "C" {

@@ -7,6 +7,7 @@
 #include "opal_config.h"
 
 #include "btl_roce.h"
+#include "ompi_series.h"
 
 static int btl_roce_register(void) { return mca_btl_roce_component_register_params(); }
 static int btl_roce_open(void) { return mca_btl_roce_component_open_cxx(); }
@@ -23,7 +24,7 @@ static mca_btl_base_module_t **btl_roce_init(int *num_btls, bool enable_progress
 mca_btl_roce_component_t mca_btl_roce_component = {
     .super = {
         .btl_version = {
-            MCA_BTL_BASE_VERSION_3_1_0,
+            ROCE_BTL_BASE_VERSION,
             .mca_component_name = "roce",
             MCA_BASE_MAKE_VERSION(component, ROCE_VERSION_MAJOR, ROCE_VERSION_MINOR,
                                   ROCE_VERSION_RELEASE),

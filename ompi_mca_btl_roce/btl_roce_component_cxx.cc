@@ -13,7 +13,7 @@
 
 #include "opal/constants.h"
 #include "opal/mca/btl/base/base.h"
-#include "opal/mca/pmix/pmix.h"
+#include "opal_pmix_compat.h"
 #include "opal/util/output.h"
 
 #include "btl_roce.h"
@@ -74,8 +74,8 @@ void publish_modex(util::LogSink &log) {
     }
     std::vector<uint8_t> blob = wire::encode(addr);
     int rc = OPAL_SUCCESS;
-    OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL, &mca_btl_roce_component.super.btl_version,
-                    blob.data(), blob.size());
+    OPAL_MODEX_SEND(rc, ROCE_PMIX_GLOBAL, &mca_btl_roce_component.super.btl_version, blob.data(),
+                    blob.size());
     if (rc != OPAL_SUCCESS) {
         log.write(util::LogLevel::kWarn,
                   util::format("could not publish the roce address (modex error %d): peers "
@@ -92,7 +92,7 @@ uint32_t job_size() {
     uint32_t size = 0;
     uint32_t *ptr = &size;
     int rc = OPAL_SUCCESS;
-    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_JOB_SIZE, &job, &ptr, OPAL_UINT32);
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, ROCE_PMIX_JOB_SIZE, &job, &ptr, ROCE_PMIX_UINT32);
     return rc == OPAL_SUCCESS ? size : 0;
 }
 

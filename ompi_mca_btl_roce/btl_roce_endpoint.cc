@@ -39,8 +39,8 @@ Endpoint::Endpoint(uint32_t seq_span, opal_proc_t *proc, uint64_t peer_name,
     name = peer_name;
     port_index = peer_port_index;
     opal_process_name_t pn = name_from(peer_name);
-    const char *host = (proc && proc->proc_hostname) ? proc->proc_hostname : "?";
-    label = util::format("rank %u (%s, %s)", pn.vpid, host, OPAL_NAME_PRINT(pn));
+    label = util::format("rank %u (%s, %s)", pn.vpid, compat::proc_hostname(proc).c_str(),
+                         OPAL_NAME_PRINT(pn));
 }
 
 Endpoint::~Endpoint() = default;

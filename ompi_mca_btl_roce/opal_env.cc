@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdlib>
 
-#include "opal/mca/pmix/pmix.h"
+#include "opal_pmix_compat.h"
 #include "opal/mca/rcache/base/base.h"
 #include "opal/mca/rcache/rcache.h"
 #include "opal/util/proc.h"

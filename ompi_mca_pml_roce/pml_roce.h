@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "ompi/mca/pml/pml.h"
+#include "ompi_series.h" /* OMPI_MODULE_DECLSPEC in 5.0 */
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,7 +30,7 @@ typedef struct mca_pml_roce_params_t {
 } mca_pml_roce_params_t;
 
 typedef struct mca_pml_roce_component_t {
-    mca_pml_base_component_2_0_0_t super;
+    mca_pml_base_component_t super; /* 2.0.0 in Open MPI 4.1, 2.1.0 in 5.0 */
     mca_pml_roce_params_t params;
     int output;
 } mca_pml_roce_component_t;
@@ -98,7 +99,11 @@ int mca_pml_roce_mrecv(void *buf, size_t count, struct ompi_datatype_t *dt,
                        struct ompi_message_t **message,
                        ompi_status_public_t *status) MCA_PML_ROCE_NOEXCEPT;
 int mca_pml_roce_dump(struct ompi_communicator_t *comm, int verbose) MCA_PML_ROCE_NOEXCEPT;
+/* 4.1's pml_ft_event (a no-op) and 5.0's pml_revoke_comm (not supported);
+ * compat/ompi_series.h puts the one of the series into the module. */
 int mca_pml_roce_ft_event(int state) MCA_PML_ROCE_NOEXCEPT;
+int mca_pml_roce_revoke_comm(struct ompi_communicator_t *comm,
+                             bool coll_only) MCA_PML_ROCE_NOEXCEPT;
 
 #ifdef __cplusplus
 }

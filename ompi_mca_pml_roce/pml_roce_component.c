@@ -7,6 +7,7 @@
 #include "ompi_config.h"
 
 #include "pml_roce.h"
+#include "ompi_series.h"
 
 static int pml_roce_register(void) { return mca_pml_roce_component_register_params(); }
 static int pml_roce_open(void) { return mca_pml_roce_component_open_cxx(); }
@@ -21,7 +22,8 @@ static mca_pml_base_module_t *pml_roce_init(int *priority, bool enable_progress_
 
 /* The module the component's init returns: every entry is C++ behind a C
  * prototype (pml_roce.h). The limits: context ids travel as 16 bits on the
- * wire, tags as 32 bits. */
+ * wire, tags as 32 bits. The entries and flags of one series only are in
+ * compat/ompi_series.h. */
 mca_pml_base_module_t mca_pml_roce_module = {
     .pml_add_procs = mca_pml_roce_add_procs,
     .pml_del_procs = mca_pml_roce_del_procs,
@@ -43,16 +45,16 @@ mca_pml_base_module_t mca_pml_roce_module = {
     .pml_imrecv = mca_pml_roce_imrecv,
     .pml_mrecv = mca_pml_roce_mrecv,
     .pml_dump = mca_pml_roce_dump,
-    .pml_ft_event = mca_pml_roce_ft_event,
+    ROCE_PML_SERIES_ENTRIES /* ft_event (4.1); revoke_comm, get_transports (5.0) */
     .pml_max_contextid = 65535,
     .pml_max_tag = 2147483647,
-    .pml_flags = 0,
+    .pml_flags = ROCE_PML_FLAGS,
 };
 
 mca_pml_roce_component_t mca_pml_roce_component = {
     .super = {
         .pmlm_version = {
-            MCA_PML_BASE_VERSION_2_0_0,
+            ROCE_PML_BASE_VERSION,
             .mca_component_name = "roce",
             .mca_component_major_version = ROCE_VERSION_MAJOR,
             .mca_component_minor_version = ROCE_VERSION_MINOR,

@@ -47,7 +47,8 @@ int mca_pml_roce_component_register_params(void) {
     try {
         mca_pml_roce_params_t &p = mca_pml_roce_component.params;
         (void)mca_base_var_group_component_register(
-            component(), "MPI point-to-point over the roce, vader and self BTLs (ompi-roce)");
+            component(),
+            "MPI point-to-point over the roce, " ROCE_SM_BTL_NAME " and self BTLs (ompi-roce)");
         p.priority = roce::pml::kDefaultPriority;
         reg("priority",
             "Selection priority (0..100). Open MPI considers pml roce only when asked for "

@@ -37,6 +37,7 @@
 #include "opal/datatype/opal_convertor.h"
 #include "opal/mca/btl/base/base.h"
 #include "opal/mca/btl/btl.h"
+#include "opal_btl_compat.h"
 #include "opal/threads/mutex.h"
 #include "opal/util/output.h"
 
@@ -479,12 +480,12 @@ struct Pieces {
 };
 /// The bytes after `skip` header bytes of a btl descriptor (segment 0 holds
 /// the header, any later segments only data; more than 4 segments is refused).
-bool pieces_of(const mca_btl_base_descriptor_t *des, std::size_t skip, Pieces &out) noexcept;
+bool pieces_of(const roce::compat::RecvDesc *des, std::size_t skip, Pieces &out) noexcept;
 /// Copies up to `n` bytes of `pc` into dst.
 void copy_pieces(uint8_t *dst, const Pieces &pc, std::size_t n) noexcept;
 
 /// Logs a refused header (rate limited) and counts it.
-void reject_header(uint8_t tag, const mca_btl_base_descriptor_t *des, wire::Defect d) noexcept;
+void reject_header(uint8_t tag, const roce::compat::RecvDesc *des, wire::Defect d) noexcept;
 /// Logs a protocol message naming a request id that was never issued or
 /// whose request is not waiting for it (rate limited) and counts it.
 void reject_id(const char *what, uint64_t id, rndv::Outcome why) noexcept;
@@ -573,20 +574,22 @@ void pending_add(opal_list_t *list, opal_list_item_t *item) noexcept;
 /// Queues a send request for a retry from pml progress (at most once).
 void pend_send(SendRequest *r) noexcept;
 
-// btl callbacks (pml_roce_recvfrag.cc, pml_roce_pipeline.cc)
+// btl callbacks (pml_roce_recvfrag.cc, pml_roce_pipeline.cc), registered through
+// compat::recv_cb<> (compat/opal_btl_compat.h: the callback's shape differs
+// between Open MPI 4.1 and 5.0)
 extern "C" {
 void mca_pml_roce_cb_match(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
-                           mca_btl_base_descriptor_t *des, void *cbdata);
+                           const roce::compat::RecvDesc *des);
 void mca_pml_roce_cb_rndv(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
-                          mca_btl_base_descriptor_t *des, void *cbdata);
+                          const roce::compat::RecvDesc *des);
 void mca_pml_roce_cb_rget(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
-                          mca_btl_base_descriptor_t *des, void *cbdata);
+                          const roce::compat::RecvDesc *des);
 void mca_pml_roce_cb_ack(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
-                         mca_btl_base_descriptor_t *des, void *cbdata);
+                         const roce::compat::RecvDesc *des);
 void mca_pml_roce_cb_frag(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
-                          mca_btl_base_descriptor_t *des, void *cbdata);
+                          const roce::compat::RecvDesc *des);
 void mca_pml_roce_cb_fin(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
-                         mca_btl_base_descriptor_t *des, void *cbdata);
+                         const roce::compat::RecvDesc *des);
 }
 
 /// The eager payload a btl can carry in one fragment after `hdr` bytes.

@@ -39,7 +39,7 @@ bool should_log(uint64_t *counter) noexcept {
     return n <= 16 || n % 4096 == 0;
 }
 
-void reject_header(uint8_t tag, const mca_btl_base_descriptor_t *des, wire::Defect d) noexcept {
+void reject_header(uint8_t tag, const roce::compat::RecvDesc *des, wire::Defect d) noexcept {
     if (!should_log(&g.counters.bad_headers)) {
         return;
     }
@@ -257,9 +257,12 @@ int register_callbacks() noexcept {
         wire::Kind kind;
         mca_btl_base_module_recv_cb_fn_t fn;
     } cbs[] = {
-        {wire::Kind::kMatch, mca_pml_roce_cb_match}, {wire::Kind::kRndv, mca_pml_roce_cb_rndv},
-        {wire::Kind::kRget, mca_pml_roce_cb_rget},   {wire::Kind::kAck, mca_pml_roce_cb_ack},
-        {wire::Kind::kFrag, mca_pml_roce_cb_frag},   {wire::Kind::kFin, mca_pml_roce_cb_fin},
+        {wire::Kind::kMatch, roce::compat::recv_cb<mca_pml_roce_cb_match>},
+        {wire::Kind::kRndv, roce::compat::recv_cb<mca_pml_roce_cb_rndv>},
+        {wire::Kind::kRget, roce::compat::recv_cb<mca_pml_roce_cb_rget>},
+        {wire::Kind::kAck, roce::compat::recv_cb<mca_pml_roce_cb_ack>},
+        {wire::Kind::kFrag, roce::compat::recv_cb<mca_pml_roce_cb_frag>},
+        {wire::Kind::kFin, roce::compat::recv_cb<mca_pml_roce_cb_fin>},
     };
     for (auto &c : cbs) {
         int rc = mca_bml.bml_register(wire::tag_of(c.kind), c.fn, nullptr);
@@ -360,7 +363,7 @@ int mca_pml_roce_add_procs(ompi_proc_t **procs, size_t nprocs) noexcept {
                        "error: no BTL reaches process %s on host %s (a process "
                        "of this node); pml roce cannot run this job",
                        OPAL_NAME_PRINT(procs[i]->super.proc_name),
-                       procs[i]->super.proc_hostname ? procs[i]->super.proc_hostname : "?");
+                       roce::compat::proc_hostname(&procs[i]->super).c_str());
                 break;
             }
         }
@@ -380,18 +383,19 @@ int mca_pml_roce_progress(void) noexcept {
 }
 
 int mca_pml_roce_add_comm(ompi_communicator_t *comm) noexcept {
-    if (comm->c_contextid > 65535) {
+    const uint32_t cid = roce::compat::comm_cid(comm);
+    if (cid > 65535) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     int32_t size = comm->c_remote_group->grp_proc_count;
     auto m = match::CommMatcher::create(size);
     std::unique_ptr<uint32_t[]> seq(new (std::nothrow) uint32_t[size]());
     if (!m || seq == nullptr) {
-        report("resource", "error: cannot create communicator %u of %d ranks: %s",
-               comm->c_contextid, size, m ? "out of memory" : m.status().message().c_str());
+        report("resource", "error: cannot create communicator %u of %d ranks: %s", cid, size,
+               m ? "out of memory" : m.status().message().c_str());
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    const auto ctx = static_cast<uint16_t>(comm->c_contextid);
+    const auto ctx = static_cast<uint16_t>(cid);
     // Messages that arrived before this communicator existed become
     // unexpected (or held) now; publishing under the same lock means no
     // arrival can slip between the transfer and the table.
@@ -501,6 +505,22 @@ int mca_pml_roce_dump(ompi_communicator_t *comm, int verbose) noexcept {
 }
 
 int mca_pml_roce_ft_event(int) noexcept { return OMPI_SUCCESS; }
+
+// Open MPI 5.0 built with ULFM (Debian's is) calls this from MPIX_Comm_revoke
+// to purge the communicator's queues and fail its requests. pml roce does
+// not implement revoke: it says so once per process and answers
+// OMPI_ERR_NOT_SUPPORTED (Open MPI ignores the answer; the communicator is
+// still marked revoked, but pending receives here are not failed).
+int mca_pml_roce_revoke_comm(ompi_communicator_t *comm, bool coll_only) noexcept {
+    static bool said = false;
+    if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED)) {
+        report("revoke",
+               "error: MPIX_Comm_revoke(%s, %u)%s is not supported by pml roce; pending "
+               "operations on that communicator are not failed with MPI_ERR_REVOKED",
+               comm->c_name, roce::compat::comm_cid(comm), coll_only ? " (collectives only)" : "");
+    }
+    return OMPI_ERR_NOT_SUPPORTED;
+}
 
 } // extern "C"
 

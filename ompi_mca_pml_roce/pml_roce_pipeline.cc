@@ -214,7 +214,7 @@ using namespace roce::pml;
 extern "C" {
 
 void mca_pml_roce_cb_ack(mca_btl_base_module_t *, mca_btl_base_tag_t tag,
-                         mca_btl_base_descriptor_t *des, void *) {
+                         const roce::compat::RecvDesc *des) {
     wire::AckHdr h;
     Pieces rest;
     wire::Defect d = wire::Defect::kShort;
@@ -255,7 +255,7 @@ void mca_pml_roce_cb_ack(mca_btl_base_module_t *, mca_btl_base_tag_t tag,
 }
 
 void mca_pml_roce_cb_fin(mca_btl_base_module_t *, mca_btl_base_tag_t tag,
-                         mca_btl_base_descriptor_t *des, void *) {
+                         const roce::compat::RecvDesc *des) {
     wire::FinHdr h;
     Pieces rest;
     wire::Defect d = wire::Defect::kShort;

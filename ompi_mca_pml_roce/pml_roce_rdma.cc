@@ -204,7 +204,7 @@ void recv_ask_frags(RecvRequest *r, ompi_proc_t *proc, uint64_t src_req, uint64_
 using namespace roce::pml;
 
 extern "C" void mca_pml_roce_cb_frag(mca_btl_base_module_t *, mca_btl_base_tag_t tag,
-                                     mca_btl_base_descriptor_t *des, void *) {
+                                     const roce::compat::RecvDesc *des) {
     wire::FragHdr h;
     Pieces data;
     wire::Defect d = wire::Defect::kShort;

@@ -12,7 +12,7 @@
 
 namespace roce::pml {
 
-bool pieces_of(const mca_btl_base_descriptor_t *des, std::size_t skip, Pieces &out) noexcept {
+bool pieces_of(const roce::compat::RecvDesc *des, std::size_t skip, Pieces &out) noexcept {
     out.count = 0;
     out.total = 0;
     if (des->des_segment_count < 1 || des->des_segment_count > 4) {
@@ -267,7 +267,7 @@ inline void incoming(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
 // else (and every refusal) is left to the general path, which redoes the
 // decoding and logs; nothing here has changed any state when it returns
 // false.
-inline bool fast_match(mca_btl_base_module_t *btl, mca_btl_base_descriptor_t *des) noexcept {
+inline bool fast_match(mca_btl_base_module_t *btl, const roce::compat::RecvDesc *des) noexcept {
     if (OPAL_UNLIKELY(des->des_segment_count != 1)) {
         return false;
     }
@@ -330,7 +330,7 @@ using namespace roce::pml;
 extern "C" {
 
 void mca_pml_roce_cb_match(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
-                           mca_btl_base_descriptor_t *des, void *) {
+                           const roce::compat::RecvDesc *des) {
     if (OPAL_LIKELY(fast_match(btl, des))) {
         return;
     }
@@ -349,7 +349,7 @@ void mca_pml_roce_cb_match(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
 }
 
 void mca_pml_roce_cb_rndv(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
-                          mca_btl_base_descriptor_t *des, void *) {
+                          const roce::compat::RecvDesc *des) {
     wire::RndvHdr h;
     Pieces data;
     wire::Defect d = wire::Defect::kShort;
@@ -365,7 +365,7 @@ void mca_pml_roce_cb_rndv(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
 }
 
 void mca_pml_roce_cb_rget(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
-                          mca_btl_base_descriptor_t *des, void *) {
+                          const roce::compat::RecvDesc *des) {
     wire::RgetHdr h;
     Pieces data;
     wire::Defect d = wire::Defect::kShort;

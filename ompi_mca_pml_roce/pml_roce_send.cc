@@ -589,10 +589,10 @@ int unreachable(ompi_communicator_t *comm, int dst, ompi_proc_t *proc) noexcept 
         report("no btl",
                "error: no BTL reaches rank %d of communicator %s (cid %u), "
                "process %s on host %s; BTLs tried: %s. Enable a BTL that connects these "
-               "hosts (e.g. --mca btl self,vader,roce or add tcp)",
-               dst, comm->c_name, comm->c_contextid, OPAL_NAME_PRINT(proc->super.proc_name),
-               proc->super.proc_hostname != nullptr ? proc->super.proc_hostname : "(unknown)",
-               btls[0] ? btls : "(none)");
+               "hosts (e.g. --mca btl self," ROCE_SM_BTL_NAME ",roce or add tcp)",
+               dst, comm->c_name, roce::compat::comm_cid(comm),
+               OPAL_NAME_PRINT(proc->super.proc_name),
+               roce::compat::proc_hostname(&proc->super).c_str(), btls[0] ? btls : "(none)");
     }
     return OMPI_ERR_UNREACH;
 }

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "opal/mca/btl/base/base.h"
+#include "opal_btl_compat.h"
 
 #include "util/strings.h"
 
@@ -188,14 +189,11 @@ void DataPath::run_deferred(std::vector<Deferred> &todo) {
             mca_btl_base_segment_t seg;
             seg.seg_addr.pval = d.data;
             seg.seg_len = d.len;
-            mca_btl_base_descriptor_t des{};
-            des.des_segments = &seg;
-            des.des_segment_count = 1;
             const mca_btl_active_message_callback_t *reg =
                 mca_btl_base_active_message_trigger + d.tag;
             bool taken = reg->cbfunc != nullptr;
             if (taken) {
-                reg->cbfunc(btl_, d.tag, &des, reg->cbdata);
+                compat::deliver(btl_, d.ep->as_opal(), d.tag, &seg, 1, reg);
             }
             OPAL_THREAD_LOCK(&lock_);
             if (!taken) {

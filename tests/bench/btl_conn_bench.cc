@@ -40,6 +40,7 @@
 #include "direct_registry.h"
 #include "fake_verbs.h"
 #include "opal/mca/btl/base/base.h"
+#include "opal_btl_compat.h"
 #include "synthetic_machine.h"
 #include "topo/readers.h"
 #include "topo/snapshot_cache.h"
@@ -51,7 +52,7 @@ namespace {
 constexpr mca_btl_base_tag_t kTag = 0x42;
 uint64_t g_received = 0;
 
-void on_recv(mca_btl_base_module_t *, mca_btl_base_tag_t, mca_btl_base_descriptor_t *, void *) {
+void on_recv(mca_btl_base_module_t *, mca_btl_base_tag_t, const roce::compat::RecvDesc *) {
     ++g_received;
 }
 
@@ -141,7 +142,7 @@ public:
         cfg_.btl.btl_eager_limit = cfg_.btl.btl_max_send_size;
         cfg_.credits_per_peer = 8;
         cfg_.credit_threshold = 2;
-        mca_btl_base_active_message_trigger[kTag].cbfunc = on_recv;
+        mca_btl_base_active_message_trigger[kTag].cbfunc = roce::compat::recv_cb<on_recv>;
         for (int i = 0; i <= peers; ++i) {
             add_proc(i, static_cast<uint32_t>(peers + 1));
         }

@@ -7,6 +7,7 @@
 #include "catch.h"
 #include "direct_registry.h"
 #include "fixtures.h"
+#include "opal_btl_compat.h"
 #include "topo/readers.h"
 
 namespace roce::testing {
@@ -16,8 +17,7 @@ namespace {
 /// Which process a module belongs to, for the PML callbacks.
 std::map<const mca_btl_base_module_t *, BtlProc *> g_owner;
 
-void on_recv(mca_btl_base_module_t *btl, mca_btl_base_tag_t, mca_btl_base_descriptor_t *des,
-             void *) {
+void on_recv(mca_btl_base_module_t *btl, mca_btl_base_tag_t, const roce::compat::RecvDesc *des) {
     auto it = g_owner.find(btl);
     REQUIRE(it != g_owner.end());
     const mca_btl_base_segment_t &s = des->des_segments[0];
@@ -88,7 +88,7 @@ BtlFabric::BtlFabric(FabricOptions o) : fake(fixture(o.fixture)) {
     if (o.tweak) {
         o.tweak(cfg);
     }
-    mca_btl_base_active_message_trigger[kTag].cbfunc = on_recv;
+    mca_btl_base_active_message_trigger[kTag].cbfunc = roce::compat::recv_cb<on_recv>;
     mca_btl_base_active_message_trigger[kTag].cbdata = nullptr;
 
     for (size_t i = 0; i < o.procs; ++i) {
@@ -97,7 +97,7 @@ BtlFabric::BtlFabric(FabricOptions o) : fake(fixture(o.fixture)) {
         p->token = 0x5eed0000 + i * 0x1111 + 1;
         p->proc.proc_name.jobid = 0x1234;
         p->proc.proc_name.vpid = static_cast<opal_vpid_t>(i);
-        p->proc.proc_hostname = const_cast<char *>("fakehost");
+        compat::set_proc_hostname(&p->proc, "fakehost");
         btl::ModuleEnv env;
         env.verbs = &fake.api();
         env.snapshots = qp::cache_snapshot_source(*cache, plans.front().device);

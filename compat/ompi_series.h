@@ -1,0 +1,84 @@
+/*
+ * Copyright (c) 2026 ompi-roce developers. See LICENSE.
+ *
+ * What differs between the Open MPI series ompi-roce builds against (4.1 and
+ * 5.0, checked by configure), in one place: the component glue uses these
+ * names, so no #if on Open MPI's version appears anywhere else. C and C++;
+ * include after opal_config.h (ompi_config.h for the pml part).
+ *
+ *                      4.1                              5.0
+ *   btl interface      3.1.0                            3.3.0
+ *   pml interface      2.0.0 (module 1.0.1):            2.1.0: pml_revoke_comm (called
+ *                      pml_ft_event                     unconditionally on MPIX_Comm_revoke
+ *                                                       when built with ULFM, as Debian's is),
+ *                                                       pml_get_transports (may be NULL),
+ *                                                       MCA_PML_BASE_FLAG_SUPPORTS_EXT_CID
+ *   communicator id    c_contextid (uint32_t)           c_index (uint32_t, the local id);
+ *                                                       c_contextid is the 128-bit extended id
+ *   recv callback      (btl, tag, des, cbdata)          (btl, const receive descriptor *)
+ *                      see opal_series.h                see opal_series.h
+ *   modex              opal/mca/pmix/pmix.h, OPAL_*     pmix-internal.h, PMIx's own names
+ *   shared memory btl  vader                            sm
+ */
+#ifndef ROCE_OMPI_SERIES_H
+#define ROCE_OMPI_SERIES_H
+
+#include "opal_config.h"
+
+#if OPAL_MAJOR_VERSION == 4 && OPAL_MINOR_VERSION == 1
+#define ROCE_OMPI_SERIES 41
+#elif OPAL_MAJOR_VERSION == 5 && OPAL_MINOR_VERSION == 0
+#define ROCE_OMPI_SERIES 50
+#else
+#error                                                                                             \
+    "ompi-roce knows the component interfaces of Open MPI 4.1 and 5.0 only (configure checks this)"
+#endif
+
+/* The visibility of the component structure, the one symbol a component
+ * exports: 4.1's opal_config_bottom.h / ompi_config.h define these, 5.0's
+ * do not. */
+#ifndef OPAL_MODULE_DECLSPEC
+#define OPAL_MODULE_DECLSPEC __attribute__((visibility("default")))
+#endif
+#ifndef OMPI_MODULE_DECLSPEC
+#define OMPI_MODULE_DECLSPEC __attribute__((visibility("default")))
+#endif
+
+/* The btl component's interface version. */
+#if ROCE_OMPI_SERIES == 41
+#define ROCE_BTL_BASE_VERSION MCA_BTL_BASE_VERSION_3_1_0
+#else
+#define ROCE_BTL_BASE_VERSION MCA_BTL_BASE_VERSION_3_3_0
+#endif
+
+/* Open MPI's shared-memory btl, for messages that name it. */
+#if ROCE_OMPI_SERIES == 41
+#define ROCE_SM_BTL_NAME "vader"
+#else
+#define ROCE_SM_BTL_NAME "sm"
+#endif
+
+/*
+ * The pml: its interface version, and the module entries that exist in only
+ * one series, as designated initialisers for pml_roce_component.c.
+ *
+ * 5.0: pml_revoke_comm is mca_pml_roce_revoke_comm, which answers
+ * OMPI_ERR_NOT_SUPPORTED (pml roce does not implement ULFM's revoke; Open MPI
+ * calls the entry unconditionally, so it must not be NULL). pml_get_transports
+ * is NULL, as ob1 has it (the callers treat NULL as "no report").
+ * MCA_PML_BASE_FLAG_SUPPORTS_EXT_CID is NOT set: matching keys on the 16-bit
+ * local communicator index (c_index), which Open MPI then keeps equal on
+ * every process of a communicator.
+ */
+#if ROCE_OMPI_SERIES == 41
+#define ROCE_PML_BASE_VERSION MCA_PML_BASE_VERSION_2_0_0
+#define ROCE_PML_SERIES_ENTRIES .pml_ft_event = mca_pml_roce_ft_event,
+#define ROCE_PML_FLAGS 0
+#else
+#define ROCE_PML_BASE_VERSION MCA_PML_BASE_VERSION_2_1_0
+#define ROCE_PML_SERIES_ENTRIES                                                                    \
+    .pml_revoke_comm = mca_pml_roce_revoke_comm, .pml_get_transports = NULL,
+#define ROCE_PML_FLAGS 0
+#endif
+
+#endif
