@@ -5,7 +5,8 @@
 # unshare, no iproute2, or a link kind the kernel lacks (--require=KIND).
 # The Catch2 summary, or the SKIP reason, is echoed to the terminal (fd 9).
 out=$(mktemp) || exit 99
-./test_netns --use-colour no "$@" >"$out" 2>&1
+# shellcheck disable=SC2086
+./test_netns ${ROCE_CATCH2_NO_COLOUR:---use-colour no} "$@" >"$out" 2>&1
 rc=$?
 cat "$out"
 if [ $rc = 77 ]; then

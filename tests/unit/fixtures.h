@@ -14,7 +14,15 @@ std::string fixture_dir(const std::string &name);
 /// The snapshot of a committed capture fixture, read once with
 /// topo::read_capture and cached. Fails the test (Catch2 FAIL) when the
 /// fixture cannot be read.
-const topo::Snapshot &fixture(const std::string &name);
+// The snapshot lives in a cache for the whole run, not in `name`: GCC 14's
+// -Wdangling-reference would otherwise flag every `fixture("...")` binding.
+#if defined(__has_cpp_attribute)
+#if __has_cpp_attribute(gnu::no_dangling)
+[[gnu::no_dangling]]
+#endif
+#endif
+const topo::Snapshot &
+fixture(const std::string &name);
 
 /// The policy's Selection for the first port of the "mlx5_lag" fixture with
 /// btl_roce_gid_index pinned to `gid_index` (REQUIREs that the policy

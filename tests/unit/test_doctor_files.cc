@@ -184,7 +184,7 @@ TEST_CASE("roce-doctor --capture: a private new directory, never an existing cap
     const std::string readme = slurp(cap + "/README");
     Run again = doctor_run({"--capture", cap}, m.env());
     CHECK(again.status == 2);
-    CHECK_THAT(again.err, Catch::Matchers::Contains(cap + " already exists and is not empty"));
+    CHECK_THAT(again.err, contains_text(cap + " already exists and is not empty"));
     CHECK(slurp(cap + "/README") == readme);
 
     // An empty directory of one's own is fine (mkdir first, then capture).
@@ -221,7 +221,7 @@ TEST_CASE("roce-doctor --from: a FIFO in a capture is an error within a second, 
     REQUIRE(r.finished);
     CHECK(r.seconds < 1.0 * testing::kSlowdown);
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.output, Catch::Matchers::Contains(fifo + " is not a regular file (a FIFO)"));
+    CHECK_THAT(r.output, contains_text(fifo + " is not a regular file (a FIFO)"));
 }
 
 TEST_CASE("roce-doctor --from: links inside a capture are not followed", "[doctor][files]") {
@@ -247,7 +247,7 @@ TEST_CASE("roce-doctor --from: links inside a capture are not followed", "[docto
     Run r = doctor_run({"--from", t.path()}, none.env());
     INFO(r.err);
     CHECK(r.status == 2);
-    CHECK_THAT(r.err, Catch::Matchers::Contains(link + " is a symbolic link"));
+    CHECK_THAT(r.err, contains_text(link + " is a symbolic link"));
 }
 
 TEST_CASE("roce-doctor: an empty --from= or --capture= is an error naming the option",
@@ -297,7 +297,7 @@ TEST_CASE("roce-doctor --from: slot and port numbers beyond what the kernel allo
     Run r = doctor_run({"--from", t.path()}, none.env());
     INFO(r.err);
     CHECK(r.status == 2);
-    CHECK_THAT(r.err, Catch::Matchers::Contains(bad + ": " + what));
+    CHECK_THAT(r.err, contains_text(bad + ": " + what));
 }
 
 TEST_CASE("roce-doctor: bytes from files reach messages and reports escaped", "[doctor][files]") {
@@ -318,7 +318,7 @@ TEST_CASE("roce-doctor: bytes from files reach messages and reports escaped", "[
         Run r = doctor_run({"--from", t.path()}, none.env());
         CHECK(r.status == 2);
         CHECK(no_raw_controls(r.err));
-        CHECK_THAT(r.err, Catch::Matchers::Contains("'\\x1b]0;owned\\x07::1' is not a GID"));
+        CHECK_THAT(r.err, contains_text("'\\x1b]0;owned\\x07::1' is not a GID"));
     }
     SECTION("a pkey with a C1 control byte") {
         put(t.path() + kPort + "/pkeys/0", "0x\x9b"
@@ -326,26 +326,26 @@ TEST_CASE("roce-doctor: bytes from files reach messages and reports escaped", "[
         Run r = doctor_run({"--from", t.path()}, none.env());
         CHECK(r.status == 2);
         CHECK(no_raw_controls(r.err));
-        CHECK_THAT(r.err, Catch::Matchers::Contains("'0x\\x9b31m' is not a pkey"));
+        CHECK_THAT(r.err, contains_text("'0x\\x9b31m' is not a pkey"));
     }
     SECTION("a JSON file with a raw control byte") {
         put(t.path() + "/ip-addr.json", "[\x1b[2J]");
         Run r = doctor_run({"--from", t.path()}, none.env());
         CHECK(r.status == 2);
         CHECK(no_raw_controls(r.err));
-        CHECK_THAT(r.err, Catch::Matchers::Contains("(found '\\x1b')"));
+        CHECK_THAT(r.err, contains_text("(found '\\x1b')"));
     }
     SECTION("a GID's netdev name with an escape sequence, in the text and JSON reports") {
         put(t.path() + kPort + "/gid_attrs/ndevs/3", "bond0\x1b[8m\n");
         Run r = doctor_run({"--from", t.path()}, none.env());
         CHECK(r.status == 0);
         CHECK(no_raw_controls(r.out));
-        CHECK_THAT(r.out, Catch::Matchers::Contains("bond0\\x1b[8m"));
+        CHECK_THAT(r.out, contains_text("bond0\\x1b[8m"));
         Run j = doctor_run({"--from", t.path(), "--json"}, none.env());
         CHECK(j.status == 0);
         CHECK(no_raw_controls(j.out));
         // A capture's strings are made printable when it is read, so the
         // JSON string holds the escaped text itself.
-        CHECK_THAT(j.out, Catch::Matchers::Contains("bond0\\\\x1b[8m"));
+        CHECK_THAT(j.out, contains_text("bond0\\\\x1b[8m"));
     }
 }

@@ -190,8 +190,8 @@ TEST_CASE("QueuePair: each errno case is caught before the call, and the fake ke
                 CHECK(st.sys_errno() == c.kernel_errno);
                 if (with_preflight) {
                     CHECK(b.fake.calls(Call::kModifyQp) == before); // caught before the call
-                    CHECK_THAT(st.message(), Catch::Matchers::Contains("refused before the call"));
-                    CHECK_THAT(st.message(), Catch::Matchers::Contains("; fix: "));
+                    CHECK_THAT(st.message(), contains_text("refused before the call"));
+                    CHECK_THAT(st.message(), contains_text("; fix: "));
                     if (!c.diagnostic.empty()) {
                         CHECK(st.message() == c.diagnostic);
                     }
@@ -200,8 +200,8 @@ TEST_CASE("QueuePair: each errno case is caught before the call, and the fake ke
                     // The fake kernel returns the errno preflight predicted.
                     CHECK(b.fake.calls(Call::kModifyQp) == before + 1);
                     CHECK(b.fake.last_modify_errno() == c.kernel_errno);
-                    CHECK_THAT(st.message(), Catch::Matchers::Contains("failed: "));
-                    CHECK_THAT(st.message(), Catch::Matchers::Contains("; likely cause: "));
+                    CHECK_THAT(st.message(), contains_text("failed: "));
+                    CHECK_THAT(st.message(), contains_text("; likely cause: "));
                 }
                 break;
             }
@@ -301,12 +301,11 @@ TEST_CASE("check_transitions: what roce-doctor --check runs", "[qp][check]") {
         auto out = qp::check_transitions(b.fake.api(), sel, b.fresh(), false, nullptr);
         CHECK(out[0].passed);
         CHECK_FALSE(out[1].passed);
-        CHECK_THAT(out[1].detail,
-                   Catch::Matchers::Contains("ibv_modify_qp(RC, INIT->RTR) on mlx5_bond_0:1 "
-                                             "pkey_index 0 (0xffff) gid[3] ::ffff:198.18.0.11 "
-                                             "(RoCE v2, bond0) mtu 4096 failed: Input/output "
-                                             "error (5); likely cause: the device is in a fatal "
-                                             "error state"));
+        CHECK_THAT(out[1].detail, contains_text("ibv_modify_qp(RC, INIT->RTR) on mlx5_bond_0:1 "
+                                                "pkey_index 0 (0xffff) gid[3] ::ffff:198.18.0.11 "
+                                                "(RoCE v2, bond0) mtu 4096 failed: Input/output "
+                                                "error (5); likely cause: the device is in a fatal "
+                                                "error state"));
     }
     {
         Bench b("mlx5_lag");
@@ -314,7 +313,7 @@ TEST_CASE("check_transitions: what roce-doctor --check runs", "[qp][check]") {
         port2.port = 2;
         auto out = qp::check_transitions(b.fake.api(), port2, b.fresh(), false, nullptr);
         CHECK_FALSE(out[0].passed);
-        CHECK_THAT(out[0].detail, Catch::Matchers::Contains("refused before the call: port_num"));
+        CHECK_THAT(out[0].detail, contains_text("refused before the call: port_num"));
         CHECK(b.fake.calls(Call::kModifyQp) == 0);
     }
     {

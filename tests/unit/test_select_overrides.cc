@@ -105,7 +105,7 @@ TEST_CASE("override: a valid GID index is used, checked and explained", "[select
     CHECK(pc.selection->netdev == "bond0.3027");
     CHECK(pc.selection->path_mtu == IBV_MTU_1024);
     CHECK_THAT(pc.explanation(),
-               Catch::Matchers::Contains(
+               contains_text(
                    "gid: gid[5] ::ffff:198.19.0.11 (RoCE v2, bond0.3027, 198.19.0.11/24), set by "
                    "btl_roce_gid_index = 5 and checked: the slot is populated, RoCE, of the "
                    "allowed version and family, on an allowed netdev"));
@@ -120,16 +120,16 @@ TEST_CASE("override: a valid GID index is used, checked and explained", "[select
     auto routed = choose("mlx5_lag", with_index(5), "198.18.0.12");
     REQUIRE(routed.ok());
     CHECK_THAT(routed.explanation(),
-               Catch::Matchers::Contains("note: peer 198.18.0.12 is outside its subnet; used "
-                                         "because btl_roce_gid_index = 5 was set explicitly "
-                                         "(routed RoCE v2)"));
+               contains_text("note: peer 198.18.0.12 is outside its subnet; used "
+                             "because btl_roce_gid_index = 5 was set explicitly "
+                             "(routed RoCE v2)"));
 
     // RoCE v1 by index is allowed under automatic version, with a note.
     auto v1 = choose("mlx5_lag", with_index(2));
     REQUIRE(v1.ok());
     CHECK_THAT(v1.explanation(),
-               Catch::Matchers::Contains("note: gid[2] ::ffff:198.18.0.11 (RoCE v1, bond0, "
-                                         "198.18.0.11/24) is RoCE v1 (v2 would be preferred)"));
+               contains_text("note: gid[2] ::ffff:198.18.0.11 (RoCE v1, bond0, "
+                             "198.18.0.11/24) is RoCE v1 (v2 would be preferred)"));
 }
 
 TEST_CASE("override: a controlled qkey is allowed only when privileged", "[select][override]") {
@@ -139,8 +139,8 @@ TEST_CASE("override: a controlled qkey is allowed only when privileged", "[selec
     REQUIRE(pc.ok());
     CHECK(pc.selection->qkey == 0x80000001u);
     CHECK_THAT(pc.explanation(),
-               Catch::Matchers::Contains("qkey: 0x80000001 is a controlled qkey (bit 31 set); "
-                                         "allowed because this process has root or CAP_NET_RAW"));
+               contains_text("qkey: 0x80000001 is a controlled qkey (bit 31 set); "
+                             "allowed because this process has root or CAP_NET_RAW"));
     // parse_options refuses it up front for an unprivileged process too.
     select::RawOptions raw;
     raw.prefix = "btl_roce_";

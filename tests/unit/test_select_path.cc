@@ -137,7 +137,7 @@ TEST_CASE("select_path: one decision per path, with the remote GID, the MTU and 
                   util::IpAddress::from_gid(d.selection->gid).family());
         }
         for (const auto &w : c.want) {
-            CHECK_THAT(text, Catch::Matchers::Contains(w));
+            CHECK_THAT(text, contains_text(w));
         }
     }
 }
@@ -300,7 +300,7 @@ TEST_CASE("revalidate: unchanged, moved or reselect, and why", "[select][path]")
         CHECK(r.selection.pkey_index == c.want_pkey_index);
         CHECK(r.why.empty() == (c.want == Validity::kUnchanged));
         for (const auto &w : c.want_why) {
-            CHECK_THAT(r.why, Catch::Matchers::Contains(w));
+            CHECK_THAT(r.why, contains_text(w));
         }
         // What revalidate accepts (and follows), preflight passes untouched
         // against the same snapshot; what it rejects, preflight refuses at

@@ -208,7 +208,7 @@ TEST_CASE("snapshot cache: a failed read publishes nothing and is tried again", 
     m.fail_machine = true;
     auto v = cache.current();
     REQUIRE_FALSE(v.is_ok());
-    CHECK_THAT(v.status().message(), Catch::Matchers::Contains("snapshot cache"));
+    CHECK_THAT(v.status().message(), contains_text("snapshot cache"));
     CHECK(cache.generation() == 0);
     m.fail_machine = false;
     auto first = view(cache);
@@ -218,7 +218,7 @@ TEST_CASE("snapshot cache: a failed read publishes nothing and is tried again", 
     cache.invalidate_device("mlx5_bond_0");
     v = cache.current();
     REQUIRE_FALSE(v.is_ok());
-    CHECK_THAT(v.status().message(), Catch::Matchers::Contains("re-reading mlx5_bond_0"));
+    CHECK_THAT(v.status().message(), contains_text("re-reading mlx5_bond_0"));
     CHECK(cache.generation() == 1);
     CHECK(cache.stats().read_errors == 2);
     m.fail_device = 0;
@@ -435,6 +435,6 @@ TEST_CASE("QueuePair over the cache: every transition preflighted, no machine re
     REQUIRE(r.to_init().is_ok());
     util::Status st = r.to_rtr(&peer);
     CHECK_FALSE(st.is_ok());
-    CHECK_THAT(r.last_diagnostic(), Catch::Matchers::Contains("sgid_index 3"));
+    CHECK_THAT(r.last_diagnostic(), contains_text("sgid_index 3"));
     CHECK(machine_reads == 1);
 }
