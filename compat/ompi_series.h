@@ -2,23 +2,29 @@
  * Copyright (c) 2026 ompi-roce developers. See LICENSE.
  *
  * What differs between the Open MPI series ompi-roce builds against (4.1 and
- * 5.0, checked by configure), in one place: the component glue uses these
- * names, so no #if on Open MPI's version appears anywhere else. C and C++;
- * include after opal_config.h (ompi_config.h for the pml part).
+ * 5.0, checked by configure). The version tests live in compat/ only; the
+ * component code uses the names defined here and in the other compat
+ * headers.
  *
- *                      4.1                              5.0
- *   btl interface      3.1.0                            3.3.0
- *   pml interface      2.0.0 (module 1.0.1):            2.1.0: pml_revoke_comm (called
- *                      pml_ft_event                     unconditionally on MPIX_Comm_revoke
- *                                                       when built with ULFM, as Debian's is),
- *                                                       pml_get_transports (may be NULL),
- *                                                       MCA_PML_BASE_FLAG_SUPPORTS_EXT_CID
- *   communicator id    c_contextid (uint32_t)           c_index (uint32_t, the local id);
- *                                                       c_contextid is the 128-bit extended id
- *   recv callback      (btl, tag, des, cbdata)          (btl, const receive descriptor *)
- *                      see opal_series.h                see opal_series.h
- *   modex              opal/mca/pmix/pmix.h, OPAL_*     pmix-internal.h, PMIx's own names
- *   shared memory btl  vader                            sm
+ *                      4.1                              5.0                  handled in
+ *   btl interface      3.1.0                            3.3.0                here
+ *   pml interface      2.0.0: pml_ft_event              2.1.0: pml_revoke_comm,  here
+ *                                                       pml_get_transports,
+ *                                                       SUPPORTS_EXT_CID flag
+ *   communicator id    c_contextid (uint32_t)           c_index (local id);  ompi_cxx_compat.h
+ *                                                       c_contextid is the
+ *                                                       128-bit extended id
+ *   recv callback      (btl, tag, des, cbdata)          (btl, receive desc.) opal_btl_compat.h
+ *   modex              opal/mca/pmix/pmix.h, OPAL_*     pmix-internal.h,     opal_pmix_compat.h,
+ *                                                       PMIX_*, libpmix      configure
+ *   threads headers    opal/threads/                    opal/mca/threads/    ompi-5.0/
+ *   proc host name     proc->proc_hostname              opal_get_proc_hostname  opal_cxx_compat.h
+ *   *_MODULE_DECLSPEC  defined                          gone                 here
+ *   C++ defects        request.h compare-exchange       event.h extern "C",  ompi_cxx_compat.h,
+ *                                                       communicator.h cast  opal_cxx_compat.h
+ *   shared memory btl  vader                            sm                   here (messages)
+ *   Debian's devel     all that ours reach              no threads component configure
+ *   headers                                             headers              (--with-ompi-headers)
  */
 #ifndef ROCE_OMPI_SERIES_H
 #define ROCE_OMPI_SERIES_H
