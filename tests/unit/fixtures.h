@@ -11,18 +11,22 @@ namespace roce::testing {
 /// tests/fixtures/<name> (absolute path in the source tree).
 std::string fixture_dir(const std::string &name);
 
+// The snapshot fixture() returns lives in its cache for the whole run, not in
+// the `name` argument: GCC 14's -Wdangling-reference would otherwise flag
+// every `const Snapshot &s = fixture("...")`.
+#if defined(__has_cpp_attribute)
+#if __has_cpp_attribute(gnu::no_dangling)
+#define ROCE_NO_DANGLING [[gnu::no_dangling]]
+#endif
+#endif
+#ifndef ROCE_NO_DANGLING
+#define ROCE_NO_DANGLING
+#endif
+
 /// The snapshot of a committed capture fixture, read once with
 /// topo::read_capture and cached. Fails the test (Catch2 FAIL) when the
 /// fixture cannot be read.
-// The snapshot lives in a cache for the whole run, not in `name`: GCC 14's
-// -Wdangling-reference would otherwise flag every `fixture("...")` binding.
-#if defined(__has_cpp_attribute)
-#if __has_cpp_attribute(gnu::no_dangling)
-[[gnu::no_dangling]]
-#endif
-#endif
-const topo::Snapshot &
-fixture(const std::string &name);
+ROCE_NO_DANGLING const topo::Snapshot &fixture(const std::string &name);
 
 /// The policy's Selection for the first port of the "mlx5_lag" fixture with
 /// btl_roce_gid_index pinned to `gid_index` (REQUIREs that the policy
