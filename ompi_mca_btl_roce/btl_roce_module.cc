@@ -190,41 +190,35 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
     RetirementConfig rc;
     rc.cq_entries = static_cast<uint32_t>(m->dev_->cq()->cqe);
     m->retirement_ = std::make_unique<Retirement>(log, rc);
-    CmConfig cc;
-    cc.connect_timeout_s = cfg.connect_timeout_s;
-    cc.connect_retry_s = cfg.connect_retry_s;
-    cc.reconnect_delay_s = cfg.reconnect_delay_s;
-    cc.credits = cfg.credits_per_peer;
+    DataPathConfig dc{cfg.max_rdma_ops, cfg.stripe_min, cfg.rdma_chunk, cfg.chunks_per_path,
+                      cfg.seq_span};
+    DataPathHost &dp_host = *m;
+    auto dp = DataPath::create(dp_host, *m->dev_, *m->retirement_, dc, &m->c_.super, m->lock_,
+                               m->endpoints_.all, m->env_.clock, log);
+    if (!dp) {
+        return dp.status();
+    }
+    m->dp_ = std::move(dp.value());
+    ConnectorEnv ce;
+    ce.plan = &m->plan_;
+    ce.cfg = &m->cfg_;
+    ce.dev = m->dev_.get();
+    ce.retirement = m->retirement_.get();
+    ce.dp = m->dp_.get();
+    ce.endpoints = &m->endpoints_;
+    ce.snapshots = m->env_.snapshots;
+    ce.clock = m->env_.clock;
+    ce.self_name = m->env_.who.name;
+    ce.self_job_size = m->env_.who.job_size;
+    Module *raw = m.get();
+    ce.report = [raw](const char *topic, const std::string &detail) { raw->report(topic, detail); };
+    ce.explain = m->env_.report;
     CmIdentity me;
     me.name = m->env_.who.name;
     me.token = m->env_.who.token;
     me.port_index = m->port_index_;
     me.ud_qpn = m->dev_->ud_qp()->qp_num;
-    CmHost &host = *m;
-    m->cm_ = std::make_unique<ConnectionManager>(host, me, cc, log);
-    // Queue affinity needs an mlx5 device in LAG mode (num_lag_ports > 1);
-    // everywhere else paths are spread by UDP source port.
-    if (const topo::DeviceInfo *di = plan.snapshot ? plan.snapshot->find_device(plan.device)
-                                                   : nullptr) {
-        m->lag_affinity_ = di->num_lag_ports > 1 && cfg.lag_policy != LagPolicy::kOff &&
-                           cfg.lag_policy != LagPolicy::kSport;
-    }
-    if (cfg.lag_policy == LagPolicy::kAffinity && !m->lag_affinity_) {
-        log.write(util::LogLevel::kWarn,
-                  util::format("%s:%d: btl_roce_lag_policy = affinity, but the device has no "
-                               "queue-affinity LAG (mlx5dv num_lag_ports <= 1, e.g. not mlx5): "
-                               "paths are spread by UDP source port instead",
-                               plan.device.c_str(), plan.port));
-    }
-    DataPathConfig dc{cfg.max_rdma_ops, cfg.stripe_min, cfg.rdma_chunk, cfg.chunks_per_path,
-                      cfg.seq_span};
-    DataPathHost &dp_host = *m;
-    auto dp = DataPath::create(dp_host, *m->dev_, *m->retirement_, dc, &m->c_.super, m->lock_,
-                               m->endpoints_, m->env_.clock, log);
-    if (!dp) {
-        return dp.status();
-    }
-    m->dp_ = std::move(dp.value());
+    m->conn_ = std::make_unique<Connector>(std::move(ce), me, log);
 
     // Send and receive slots hold a header plus max_send_size; eager cannot
     // be larger than a slot.
@@ -249,15 +243,17 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
 }
 
 Module::~Module() {
-    // QPs first (live ones retired, then all drained and destroyed), then
-    // the endpoints' address handles, the registrations, and last the
-    // Device (CQ, SRQ, UD QP, buffers, PD, context).
-    cm_.reset();
-    if (dev_ && retirement_) {
-        retire_all();
+    // QPs first (live ones retired, then all drained and destroyed; the
+    // connection manager gone before them), then the endpoints' address
+    // handles, the registrations, and last the Device (CQ, SRQ, UD QP,
+    // buffers, PD, context).
+    if (conn_) {
+        conn_->retire_all();
     }
+    conn_.reset();
     retirement_.reset();
-    endpoints_.clear();
+    endpoints_.all.clear();
+    endpoints_.by_name.clear();
     dp_.reset(); // its RDMA operation pool is registered on the Device's PD
     registry_.reset();
     dev_.reset();
@@ -266,9 +262,9 @@ Module::~Module() {
 
 void Module::set_port_index(uint16_t i) {
     port_index_ = i;
-    CmIdentity me = cm_->identity();
+    CmIdentity me = conn_->manager().identity();
     me.port_index = i;
-    cm_->set_identity(me);
+    conn_->manager().set_identity(me);
 }
 
 wire::PortAdvert Module::advert() const { return advertise(plan_, dev_->ud_qp()->qp_num); }
@@ -287,12 +283,12 @@ int Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_
         opal_process_name_t pn = procs[i]->proc_name;
         uint64_t name = (static_cast<uint64_t>(pn.jobid) << 32) | pn.vpid;
         Endpoint *ep = nullptr;
-        auto it = by_name_.find(name);
-        if (it != by_name_.end()) {
+        auto it = endpoints_.by_name.find(name);
+        if (it != endpoints_.by_name.end()) {
             ep = it->second;
         } else {
             std::string why = addrs[i] ? "" : addrs[i].status().message();
-            ep = addrs[i] ? add_endpoint(procs[i], *addrs[i], &why) : nullptr;
+            ep = addrs[i] ? conn_->add_endpoint(procs[i], *addrs[i], &why) : nullptr;
             if (ep == nullptr) {
                 log_.write(util::LogLevel::kInfo,
                            util::format("%s:%d cannot reach %s: %s", plan_.device.c_str(),
@@ -317,7 +313,7 @@ int Module::del_procs(size_t, opal_proc_t **, mca_btl_base_endpoint_t **) {
 void Module::log_path_stats() {
     // Connection messages dropped (forged, malformed, stale) are worth a
     // line whenever there were any; the per-path traffic at verbose 10.
-    const CmDrops &d = cm_->drops();
+    const CmDrops &d = conn_->manager().drops();
     if (d.total() > 0) {
         log_.write(util::LogLevel::kInfo,
                    util::format("%s:%d: connection messages dropped that named no peer of ours: "
@@ -332,7 +328,7 @@ void Module::log_path_stats() {
     if (!log_.enabled(util::LogLevel::kInfo)) {
         return;
     }
-    for (const auto &ep : endpoints_) {
+    for (const auto &ep : endpoints_.all) {
         if (ep->drops.total() > 0) {
             log_.write(util::LogLevel::kInfo,
                        util::format("%s: connection messages dropped: %llu with a wrong token, "
@@ -343,8 +339,8 @@ void Module::log_path_stats() {
                                     static_cast<unsigned long long>(ep->drops.misdirected),
                                     static_cast<unsigned long long>(ep->drops.unexpected)));
         }
-        for (size_t i = 0; i < ep->paths_.size(); ++i) {
-            const Path &p = ep->paths_[i];
+        for (size_t i = 0; i < ep->path_count(); ++i) {
+            const Path &p = ep->path_at(i);
             if (!p.ever_up) {
                 continue;
             }
