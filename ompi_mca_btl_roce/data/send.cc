@@ -17,7 +17,6 @@
 namespace roce::btl {
 
 using util::Code;
-using util::LogLevel;
 using util::Status;
 
 namespace {
