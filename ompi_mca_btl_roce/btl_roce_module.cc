@@ -1,7 +1,8 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 //
 // Module lifetime, peers, memory registration, and the C function table
-// Open MPI calls. Every thunk is noexcept and answers with an OPAL code.
+// Open MPI calls. Every thunk is noexcept and answers with an OPAL code:
+// the module answers with a util::Status, mapped here, once, by to_opal.
 #include "btl_roce_module.h"
 
 #include <ctime>
@@ -10,6 +11,7 @@
 #include "opal/class/opal_bitmap.h"
 #include "opal/mca/btl/base/base.h"
 
+#include "btl_roce_log.h"
 #include "util/strings.h"
 
 namespace roce::btl {
@@ -39,21 +41,39 @@ auto guarded(F &&f, decltype(f()) fail) noexcept -> decltype(f()) {
     }
 }
 
+// The one place a Status of the module becomes an OPAL code. The PML sees
+// only the code, so the message of a real error is logged at debug level;
+// flow control (retry_later(): no message) costs nothing more here.
+int answer(Module *m, const Status &s) noexcept {
+    int rc = to_opal(s);
+    if (!s.message().empty() && m->log().enabled(util::LogLevel::kDebug)) {
+        try {
+            m->log().write(util::LogLevel::kDebug, s.to_string());
+        } catch (...) {
+            // The code is the answer; a lost debug line is not worth failing it.
+        }
+    }
+    return rc;
+}
+
 int t_add_procs(mca_btl_base_module_t *b, size_t n, opal_proc_t **p, mca_btl_base_endpoint_t **e,
                 opal_bitmap_t *r) {
-    return guarded([&] { return M(b)->add_procs(n, p, e, r); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->add_procs(n, p, e, r)); }, OPAL_ERROR);
 }
 int t_del_procs(mca_btl_base_module_t *b, size_t n, opal_proc_t **p,
                 mca_btl_base_endpoint_t **e) {
-    return guarded([&] { return M(b)->del_procs(n, p, e); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->del_procs(n, p, e)); }, OPAL_ERROR);
 }
-int t_finalize(mca_btl_base_module_t *b) { return guarded([&] { return M(b)->finalize(); }, OPAL_ERROR); }
+int t_finalize(mca_btl_base_module_t *b) {
+    // The module is deleted inside finalize(): map without touching it.
+    return guarded([&] { return to_opal(M(b)->finalize()); }, OPAL_ERROR);
+}
 mca_btl_base_descriptor_t *t_alloc(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e,
                                    uint8_t order, size_t size, uint32_t flags) {
     return guarded([&] { return M(b)->alloc(E(e), order, size, flags); }, nullptr);
 }
 int t_free(mca_btl_base_module_t *b, mca_btl_base_descriptor_t *d) {
-    return guarded([&] { return M(b)->free_des(d); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->free_des(d)); }, OPAL_ERROR);
 }
 mca_btl_base_descriptor_t *t_prepare_src(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e,
                                          opal_convertor_t *c, uint8_t order, size_t reserve,
@@ -62,44 +82,72 @@ mca_btl_base_descriptor_t *t_prepare_src(mca_btl_base_module_t *b, mca_btl_base_
 }
 int t_send(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, mca_btl_base_descriptor_t *d,
            mca_btl_base_tag_t tag) {
-    return guarded([&] { return M(b)->send(E(e), d, tag); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->send(E(e), d, tag)); }, OPAL_ERROR);
 }
 int t_sendi(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, opal_convertor_t *c, void *hdr,
             size_t hdr_size, size_t payload, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
             mca_btl_base_descriptor_t **d) {
-    return guarded([&] { return M(b)->sendi(E(e), c, hdr, hdr_size, payload, order, flags, tag, d); }, OPAL_ERR_OUT_OF_RESOURCE);
+    return guarded(
+        [&] {
+            return answer(M(b), M(b)->sendi(E(e), c, hdr, hdr_size, payload, order, flags, tag, d));
+        },
+        OPAL_ERR_OUT_OF_RESOURCE);
 }
 int t_put(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uint64_t remote,
           mca_btl_base_registration_handle_t *lh, mca_btl_base_registration_handle_t *rh,
           size_t size, int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void *ctx,
           void *data) {
-    return guarded([&] { return M(b)->rdma(E(e), true, local, remote, lh, rh, size, cb, ctx, data); }, OPAL_ERROR);
+    return guarded(
+        [&] {
+            return answer(M(b), M(b)->rdma(E(e), true, local, remote, lh, rh, size, cb, ctx, data));
+        },
+        OPAL_ERROR);
 }
 int t_get(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uint64_t remote,
           mca_btl_base_registration_handle_t *lh, mca_btl_base_registration_handle_t *rh,
           size_t size, int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void *ctx,
           void *data) {
-    return guarded([&] { return M(b)->rdma(E(e), false, local, remote, lh, rh, size, cb, ctx, data); }, OPAL_ERROR);
+    return guarded(
+        [&] {
+            return answer(M(b),
+                          M(b)->rdma(E(e), false, local, remote, lh, rh, size, cb, ctx, data));
+        },
+        OPAL_ERROR);
 }
 int t_aop(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, uint64_t remote,
           mca_btl_base_registration_handle_t *rh, mca_btl_base_atomic_op_t op, uint64_t operand,
           int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
-    return guarded([&] { return M(b)->atomic(E(e), nullptr, remote, nullptr, rh, op, operand, 0, false, cb, ctx, data); }, OPAL_ERROR);
+    return guarded(
+        [&] {
+            return answer(M(b), M(b)->atomic(E(e), nullptr, remote, nullptr, rh, op, operand, 0,
+                                             false, cb, ctx, data));
+        },
+        OPAL_ERROR);
 }
 int t_afop(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uint64_t remote,
            mca_btl_base_registration_handle_t *lh, mca_btl_base_registration_handle_t *rh,
            mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
            mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
-    return guarded([&] { return M(b)->atomic(E(e), local, remote, lh, rh, op, operand, 0, false, cb, ctx, data); }, OPAL_ERROR);
+    return guarded(
+        [&] {
+            return answer(M(b), M(b)->atomic(E(e), local, remote, lh, rh, op, operand, 0, false, cb,
+                                             ctx, data));
+        },
+        OPAL_ERROR);
 }
 int t_acswap(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uint64_t remote,
              mca_btl_base_registration_handle_t *lh, mca_btl_base_registration_handle_t *rh,
              uint64_t compare, uint64_t value, int flags, int order,
              mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
-    return guarded([&] { return M(b)->atomic(E(e), local, remote, lh, rh, 0, value, compare, true, cb, ctx, data); }, OPAL_ERROR);
+    return guarded(
+        [&] {
+            return answer(M(b), M(b)->atomic(E(e), local, remote, lh, rh, 0, value, compare, true,
+                                             cb, ctx, data));
+        },
+        OPAL_ERROR);
 }
 int t_flush(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e) {
-    return guarded([&] { return M(b)->flush(e ? E(e) : nullptr); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->flush(e ? E(e) : nullptr)); }, OPAL_ERROR);
 }
 mca_btl_base_registration_handle_t *t_register_mem(mca_btl_base_module_t *b,
                                                    mca_btl_base_endpoint_t *, void *base,
@@ -107,10 +155,10 @@ mca_btl_base_registration_handle_t *t_register_mem(mca_btl_base_module_t *b,
     return guarded([&] { return M(b)->register_mem(base, size, flags); }, nullptr);
 }
 int t_deregister_mem(mca_btl_base_module_t *b, mca_btl_base_registration_handle_t *h) {
-    return guarded([&] { return M(b)->deregister_mem(h); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->deregister_mem(h)); }, OPAL_ERROR);
 }
 int t_register_error(mca_btl_base_module_t *b, mca_btl_base_module_error_cb_fn_t cb) {
-    return guarded([&] { return M(b)->register_error(cb); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->register_error(cb)); }, OPAL_ERROR);
 }
 
 void install_function_table(mca_btl_base_module_t &t) {
@@ -269,8 +317,8 @@ void Module::set_port_index(uint16_t i) {
 
 wire::PortAdvert Module::advert() const { return advertise(plan_, dev_->ud_qp()->qp_num); }
 
-int Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
-                      opal_bitmap_t *reachable) {
+Status Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
+                         opal_bitmap_t *reachable) {
     // The modex reads go first, without the lock: they may block on the PMIx
     // server, and progress (another thread's) must not wait for them.
     std::vector<Result<wire::ModexAddress>> addrs;
@@ -301,13 +349,13 @@ int Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_
         }
     }
     OPAL_THREAD_UNLOCK(&lock_);
-    return OPAL_SUCCESS;
+    return Status::ok();
 }
 
-int Module::del_procs(size_t, opal_proc_t **, mca_btl_base_endpoint_t **) {
+Status Module::del_procs(size_t, opal_proc_t **, mca_btl_base_endpoint_t **) {
     // Endpoints live until finalize: a peer that reconnects (or a late
     // fragment) must still find its state.
-    return OPAL_SUCCESS;
+    return Status::ok();
 }
 
 void Module::log_path_stats() {
@@ -366,12 +414,20 @@ void Module::log_path_stats() {
     }
 }
 
-int Module::finalize() {
+Status Module::finalize() {
     log_path_stats();
     // The owner (the component) forgets this module and deletes it: the
-    // call runs on a copy, since it destroys env_ with the module.
+    // call runs on a copy, since it destroys env_ with the module, and
+    // nothing of the module is touched after it.
     auto finalized = env_.finalized;
-    return finalized(base());
+    int rc = finalized(base());
+    if (rc != OPAL_SUCCESS) {
+        return Status(Code::kInternal,
+                      util::format("btl_finalize: the component could not release the module "
+                                   "(OPAL code %d)",
+                                   rc));
+    }
+    return Status::ok();
 }
 
 mca_btl_base_registration_handle_t *Module::register_mem(void *base, size_t size,
@@ -398,8 +454,16 @@ mca_btl_base_registration_handle_t *Module::register_mem(void *base, size_t size
     return h;
 }
 
-int Module::deregister_mem(mca_btl_base_registration_handle_t *handle) {
-    return registry_->deregister_mem(handle);
+Status Module::deregister_mem(mca_btl_base_registration_handle_t *handle) {
+    uint32_t rkey = handle != nullptr ? handle->rkey : 0; // the handle may be gone after
+    int rc = registry_->deregister_mem(handle);
+    if (rc != OPAL_SUCCESS) {
+        return Status(Code::kInternal,
+                      util::format("%s: releasing the registration of rkey 0x%x failed (OPAL code "
+                                   "%d)",
+                                   plan_.device.c_str(), rkey, rc));
+    }
+    return Status::ok();
 }
 
 void Module::report(const char *topic, const std::string &detail) {

@@ -192,8 +192,8 @@ public:
         return reinterpret_cast<mca_btl_roce_module_t *>(b)->impl;
     }
     const PortPlan &plan() const { return plan_; }
-    const ModuleConfig &config() const { return cfg_; }
-    Device &device() { return *dev_; }
+    /// The sink the module logs to (the C function table logs the message
+    /// of an error it maps to an OPAL code there, at debug level).
     util::LogSink &log() { return log_; }
     /// This module's modex advertisement.
     wire::PortAdvert advert() const;
@@ -204,15 +204,20 @@ public:
     void follow(netmon::Monitor &m);
 
     // --- BTL interface (btl_roce_module.cc) -------------------------------
+    // Errors are util::Status; the C function table maps each to an OPAL
+    // code once (to_opal, btl_roce_log.h). data/data_path.h says which code
+    // each data-path answer becomes.
     /// Endpoints for the processes this port reaches (set in `reachable`);
-    /// reads the modex without the lock.
-    int add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
-                  opal_bitmap_t *reachable);
-    /// Nothing: endpoints live until finalize.
-    int del_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints);
+    /// reads the modex without the lock. A peer it cannot reach is left out
+    /// (logged at info level), not an error: always ok.
+    util::Status add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
+                           opal_bitmap_t *reachable);
+    /// Nothing: endpoints live until finalize. Always ok.
+    util::Status del_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints);
     /// Logs the path counters and hands the module to env.finalized (which
-    /// deletes it).
-    int finalize();
+    /// deletes it); kInternal when that refused. The module is gone when
+    /// this returns.
+    util::Status finalize();
 
     // --- the data path's entry points: forwarded (data/data_path.h has the
     // contracts; each takes the module lock itself) -------------------------
@@ -221,53 +226,55 @@ public:
         return dp_->alloc(ep, order, size, flags);
     }
     /// DataPath::free_des.
-    int free_des(mca_btl_base_descriptor_t *des) { return dp_->free_des(des); }
+    util::Status free_des(mca_btl_base_descriptor_t *des) { return dp_->free_des(des); }
     /// DataPath::prepare_src.
     mca_btl_base_descriptor_t *prepare_src(Endpoint *ep, opal_convertor_t *conv, uint8_t order,
                                            size_t reserve, size_t *size, uint32_t flags) {
         return dp_->prepare_src(ep, conv, order, reserve, size, flags);
     }
     /// DataPath::send.
-    int send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) {
+    util::Status send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) {
         return dp_->send(ep, des, tag);
     }
     /// DataPath::sendi.
-    int sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t header_size,
-              size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
-              mca_btl_base_descriptor_t **descriptor) {
+    util::Status sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t header_size,
+                       size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
+                       mca_btl_base_descriptor_t **descriptor) {
         return dp_->sendi(ep, conv, header, header_size, payload_size, order, flags, tag,
                           descriptor);
     }
     /// DataPath::rdma (put and get).
-    int rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote_address,
-             mca_btl_base_registration_handle_t *local_handle,
-             mca_btl_base_registration_handle_t *remote_handle, size_t size,
-             mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+    util::Status rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote_address,
+                      mca_btl_base_registration_handle_t *local_handle,
+                      mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                      mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
         return dp_->rdma(ep, is_put, local_address, remote_address, local_handle, remote_handle,
                          size, cbfunc, cbcontext, cbdata);
     }
     /// DataPath::atomic.
-    int atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
-               mca_btl_base_registration_handle_t *local_handle,
-               mca_btl_base_registration_handle_t *remote_handle, int op, uint64_t operand,
-               uint64_t compare, bool is_cswap, mca_btl_base_rdma_completion_fn_t cbfunc,
-               void *cbcontext, void *cbdata) {
+    util::Status atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
+                        mca_btl_base_registration_handle_t *local_handle,
+                        mca_btl_base_registration_handle_t *remote_handle, int op, uint64_t operand,
+                        uint64_t compare, bool is_cswap, mca_btl_base_rdma_completion_fn_t cbfunc,
+                        void *cbcontext, void *cbdata) {
         return dp_->atomic(ep, local_address, remote_address, local_handle, remote_handle, op,
                            operand, compare, is_cswap, cbfunc, cbcontext, cbdata);
     }
     /// DataPath::flush (progresses this module while it waits).
-    int flush(Endpoint *ep) { return dp_->flush(ep); }
+    util::Status flush(Endpoint *ep) { return dp_->flush(ep); }
     /// Registers user memory (MemoryRegistry, without the lock); nullptr
     /// when it cannot be, reported once as "registration failed". Also what
     /// the data path registers in-place sends with.
     mca_btl_base_registration_handle_t *register_mem(void *base, size_t size,
                                                      uint32_t flags) override;
-    /// Releases a handle of register_mem (without the lock).
-    int deregister_mem(mca_btl_base_registration_handle_t *handle) override;
-    /// Where the PML's error callback goes (the data path calls it).
-    int register_error(mca_btl_base_module_error_cb_fn_t cb) {
+    /// Releases a handle of register_mem (without the lock); kInternal,
+    /// naming the handle and the registry's OPAL code, when the registry
+    /// refused.
+    util::Status deregister_mem(mca_btl_base_registration_handle_t *handle) override;
+    /// Where the PML's error callback goes (the data path calls it). Always ok.
+    util::Status register_error(mca_btl_base_module_error_cb_fn_t cb) {
         dp_->set_error_cb(cb);
-        return OPAL_SUCCESS;
+        return util::Status::ok();
     }
 
     /// Polls the completion queue and runs timers; returns the number of
