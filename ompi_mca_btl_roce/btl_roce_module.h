@@ -192,6 +192,8 @@ public:
         return reinterpret_cast<mca_btl_roce_module_t *>(b)->impl;
     }
     const PortPlan &plan() const { return plan_; }
+    /// The port's verbs resources (tests reach the UD QP through it).
+    Device &device() { return *dev_; }
     /// The sink the module logs to (the C function table logs the message
     /// of an error it maps to an OPAL code there, at debug level).
     util::LogSink &log() { return log_; }
