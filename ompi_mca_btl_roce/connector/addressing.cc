@@ -16,12 +16,9 @@ namespace roce::btl {
 
 using util::Code;
 using util::LogLevel;
-using util::Result;
 using util::Status;
 
 namespace {
-
-std::string gid_text(const wire::Gid &g) { return util::IpAddress::from_gid(g).to_string(); }
 
 uint64_t name_of(const opal_process_name_t &pn) {
     return (static_cast<uint64_t>(pn.jobid) << 32) | pn.vpid;

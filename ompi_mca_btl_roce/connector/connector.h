@@ -26,6 +26,10 @@ namespace roce::btl {
 
 struct ModuleConfig;
 
+/// A GID as the address it holds, for messages ("10.0.0.1" for an
+/// IPv4-mapped one, else the IPv6 text).
+std::string gid_text(const wire::Gid &g);
+
 /// What a Connector takes from its module: shared state it reads and
 /// writes under the module lock, and the module's ways out.
 struct ConnectorEnv {

@@ -21,11 +21,7 @@ using util::LogLevel;
 using util::Result;
 using util::Status;
 
-namespace {
-
 std::string gid_text(const wire::Gid &g) { return util::IpAddress::from_gid(g).to_string(); }
-
-} // namespace
 
 Connector::Connector(ConnectorEnv env, const CmIdentity &me, util::LogSink &log)
     : env_(std::move(env)), plan_(*env_.plan), cfg_(*env_.cfg), dev_(*env_.dev),
