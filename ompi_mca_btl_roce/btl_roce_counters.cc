@@ -8,12 +8,12 @@ namespace roce::btl {
 
 void Module::read_counters(BtlCounters &out) {
     OPAL_THREAD_LOCK(&lock_);
-    add_drops(out.cm_drops, cm_->drops());
-    for (const auto &ep : endpoints_) {
+    add_drops(out.cm_drops, conn_->manager().drops());
+    for (const auto &ep : endpoints_.all) {
         add_drops(out.cm_drops, ep->drops);
         const uint32_t vpid = static_cast<uint32_t>(ep->name & 0xffffffffu);
-        for (size_t i = 0; i < ep->paths_.size(); ++i) {
-            const Path &p = ep->paths_[i];
+        for (size_t i = 0; i < ep->path_count(); ++i) {
+            const Path &p = ep->path_at(i);
             PathCounters c;
             c.peer_vpid = vpid;
             c.port_index = port_index_;

@@ -90,7 +90,6 @@ public:
     uint8_t *srq_buffer(uint32_t index) const {
         return srq_slab_.data() + static_cast<size_t>(index) * cfg_.recv_slot;
     }
-    uint32_t srq_count() const { return srq_count_; }
 
     /// Posts UD receive buffer `index` (each holds a 40-byte GRH + message).
     util::Status post_ud_recv(uint32_t index);

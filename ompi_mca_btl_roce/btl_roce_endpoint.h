@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "opal/util/proc.h"
@@ -24,7 +25,7 @@
 
 namespace roce::btl {
 
-class Module;
+class Connector;
 class DataPath;
 
 /// Counters of one path, printed at finalize (btl_roce_verbose >= 10) and
@@ -73,7 +74,7 @@ struct Path : PathConn {
 /// One peer process as seen from one module (port). Owned by the Module;
 /// Open MPI holds it as an opaque mca_btl_base_endpoint_t*. Its connection
 /// state (Peer, PathConn; the paths' QPs, addressing) is written by the
-/// module's ConnectionManager and the Module, its transmit state (PathTx,
+/// module's ConnectionManager and Connector, its transmit state (PathTx,
 /// sequence numbers and windows, the pending and retry queues) by the
 /// module's DataPath; every member is protected by the module lock.
 class Endpoint final : public Peer {
@@ -104,7 +105,7 @@ public:
     static Endpoint *from(mca_btl_base_endpoint_t *ep) { return reinterpret_cast<Endpoint *>(ep); }
 
 private:
-    friend class Module;    // the connection side: paths, QPs, addressing
+    friend class Connector; // the connection side: paths, QPs, addressing
     friend class DataPath;  // the transmit side: pending and retry queues, windows
 
     opal_proc_t *proc_;
@@ -126,6 +127,16 @@ private:
     uint32_t rdma_outstanding_ = 0;
     /// RDMA operations whose path failed, waiting to be posted again.
     RdmaOp *rdma_retry_ = nullptr;
+};
+
+/// A module's endpoints: owned here, found by process name (jobid << 32 |
+/// vpid). Endpoints live until the module is finalized (a peer that
+/// reconnects, or a late fragment, must still find its state). Guarded by
+/// the module lock; written by the Connector, read by the DataPath and the
+/// Module.
+struct EndpointTable {
+    std::vector<std::unique_ptr<Endpoint>> all;
+    std::unordered_map<uint64_t, Endpoint *> by_name;
 };
 
 } // namespace roce::btl

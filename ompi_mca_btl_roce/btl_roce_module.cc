@@ -1,7 +1,8 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 //
 // Module lifetime, peers, memory registration, and the C function table
-// Open MPI calls. Every thunk is noexcept and answers with an OPAL code.
+// Open MPI calls. Every thunk is noexcept and answers with an OPAL code:
+// the module answers with a util::Status, mapped here, once, by to_opal.
 #include "btl_roce_module.h"
 
 #include <ctime>
@@ -10,6 +11,7 @@
 #include "opal/class/opal_bitmap.h"
 #include "opal/mca/btl/base/base.h"
 
+#include "btl_roce_log.h"
 #include "util/strings.h"
 
 namespace roce::btl {
@@ -39,21 +41,39 @@ auto guarded(F &&f, decltype(f()) fail) noexcept -> decltype(f()) {
     }
 }
 
+// The one place a Status of the module becomes an OPAL code. The PML sees
+// only the code, so the message of a real error is logged at debug level;
+// flow control (retry_later(): no message) costs nothing more here.
+int answer(Module *m, const Status &s) noexcept {
+    int rc = to_opal(s);
+    if (!s.message().empty() && m->log().enabled(util::LogLevel::kDebug)) {
+        try {
+            m->log().write(util::LogLevel::kDebug, s.to_string());
+        } catch (...) {
+            // The code is the answer; a lost debug line is not worth failing it.
+        }
+    }
+    return rc;
+}
+
 int t_add_procs(mca_btl_base_module_t *b, size_t n, opal_proc_t **p, mca_btl_base_endpoint_t **e,
                 opal_bitmap_t *r) {
-    return guarded([&] { return M(b)->add_procs(n, p, e, r); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->add_procs(n, p, e, r)); }, OPAL_ERROR);
 }
 int t_del_procs(mca_btl_base_module_t *b, size_t n, opal_proc_t **p,
                 mca_btl_base_endpoint_t **e) {
-    return guarded([&] { return M(b)->del_procs(n, p, e); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->del_procs(n, p, e)); }, OPAL_ERROR);
 }
-int t_finalize(mca_btl_base_module_t *b) { return guarded([&] { return M(b)->finalize(); }, OPAL_ERROR); }
+int t_finalize(mca_btl_base_module_t *b) {
+    // The module is deleted inside finalize(): map without touching it.
+    return guarded([&] { return to_opal(M(b)->finalize()); }, OPAL_ERROR);
+}
 mca_btl_base_descriptor_t *t_alloc(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e,
                                    uint8_t order, size_t size, uint32_t flags) {
     return guarded([&] { return M(b)->alloc(E(e), order, size, flags); }, nullptr);
 }
 int t_free(mca_btl_base_module_t *b, mca_btl_base_descriptor_t *d) {
-    return guarded([&] { return M(b)->free_des(d); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->free_des(d)); }, OPAL_ERROR);
 }
 mca_btl_base_descriptor_t *t_prepare_src(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e,
                                          opal_convertor_t *c, uint8_t order, size_t reserve,
@@ -62,44 +82,72 @@ mca_btl_base_descriptor_t *t_prepare_src(mca_btl_base_module_t *b, mca_btl_base_
 }
 int t_send(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, mca_btl_base_descriptor_t *d,
            mca_btl_base_tag_t tag) {
-    return guarded([&] { return M(b)->send(E(e), d, tag); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->send(E(e), d, tag)); }, OPAL_ERROR);
 }
 int t_sendi(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, opal_convertor_t *c, void *hdr,
             size_t hdr_size, size_t payload, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
             mca_btl_base_descriptor_t **d) {
-    return guarded([&] { return M(b)->sendi(E(e), c, hdr, hdr_size, payload, order, flags, tag, d); }, OPAL_ERR_OUT_OF_RESOURCE);
+    return guarded(
+        [&] {
+            return answer(M(b), M(b)->sendi(E(e), c, hdr, hdr_size, payload, order, flags, tag, d));
+        },
+        OPAL_ERR_OUT_OF_RESOURCE);
 }
 int t_put(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uint64_t remote,
           mca_btl_base_registration_handle_t *lh, mca_btl_base_registration_handle_t *rh,
           size_t size, int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void *ctx,
           void *data) {
-    return guarded([&] { return M(b)->rdma(E(e), true, local, remote, lh, rh, size, cb, ctx, data); }, OPAL_ERROR);
+    return guarded(
+        [&] {
+            return answer(M(b), M(b)->rdma(E(e), true, local, remote, lh, rh, size, cb, ctx, data));
+        },
+        OPAL_ERROR);
 }
 int t_get(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uint64_t remote,
           mca_btl_base_registration_handle_t *lh, mca_btl_base_registration_handle_t *rh,
           size_t size, int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void *ctx,
           void *data) {
-    return guarded([&] { return M(b)->rdma(E(e), false, local, remote, lh, rh, size, cb, ctx, data); }, OPAL_ERROR);
+    return guarded(
+        [&] {
+            return answer(M(b),
+                          M(b)->rdma(E(e), false, local, remote, lh, rh, size, cb, ctx, data));
+        },
+        OPAL_ERROR);
 }
 int t_aop(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, uint64_t remote,
           mca_btl_base_registration_handle_t *rh, mca_btl_base_atomic_op_t op, uint64_t operand,
           int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
-    return guarded([&] { return M(b)->atomic(E(e), nullptr, remote, nullptr, rh, op, operand, 0, false, cb, ctx, data); }, OPAL_ERROR);
+    return guarded(
+        [&] {
+            return answer(M(b), M(b)->atomic(E(e), nullptr, remote, nullptr, rh, op, operand, 0,
+                                             false, cb, ctx, data));
+        },
+        OPAL_ERROR);
 }
 int t_afop(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uint64_t remote,
            mca_btl_base_registration_handle_t *lh, mca_btl_base_registration_handle_t *rh,
            mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
            mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
-    return guarded([&] { return M(b)->atomic(E(e), local, remote, lh, rh, op, operand, 0, false, cb, ctx, data); }, OPAL_ERROR);
+    return guarded(
+        [&] {
+            return answer(M(b), M(b)->atomic(E(e), local, remote, lh, rh, op, operand, 0, false, cb,
+                                             ctx, data));
+        },
+        OPAL_ERROR);
 }
 int t_acswap(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uint64_t remote,
              mca_btl_base_registration_handle_t *lh, mca_btl_base_registration_handle_t *rh,
              uint64_t compare, uint64_t value, int flags, int order,
              mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
-    return guarded([&] { return M(b)->atomic(E(e), local, remote, lh, rh, 0, value, compare, true, cb, ctx, data); }, OPAL_ERROR);
+    return guarded(
+        [&] {
+            return answer(M(b), M(b)->atomic(E(e), local, remote, lh, rh, 0, value, compare, true,
+                                             cb, ctx, data));
+        },
+        OPAL_ERROR);
 }
 int t_flush(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e) {
-    return guarded([&] { return M(b)->flush(e ? E(e) : nullptr); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->flush(e ? E(e) : nullptr)); }, OPAL_ERROR);
 }
 mca_btl_base_registration_handle_t *t_register_mem(mca_btl_base_module_t *b,
                                                    mca_btl_base_endpoint_t *, void *base,
@@ -107,10 +155,10 @@ mca_btl_base_registration_handle_t *t_register_mem(mca_btl_base_module_t *b,
     return guarded([&] { return M(b)->register_mem(base, size, flags); }, nullptr);
 }
 int t_deregister_mem(mca_btl_base_module_t *b, mca_btl_base_registration_handle_t *h) {
-    return guarded([&] { return M(b)->deregister_mem(h); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->deregister_mem(h)); }, OPAL_ERROR);
 }
 int t_register_error(mca_btl_base_module_t *b, mca_btl_base_module_error_cb_fn_t cb) {
-    return guarded([&] { return M(b)->register_error(cb); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->register_error(cb)); }, OPAL_ERROR);
 }
 
 void install_function_table(mca_btl_base_module_t &t) {
@@ -190,41 +238,35 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
     RetirementConfig rc;
     rc.cq_entries = static_cast<uint32_t>(m->dev_->cq()->cqe);
     m->retirement_ = std::make_unique<Retirement>(log, rc);
-    CmConfig cc;
-    cc.connect_timeout_s = cfg.connect_timeout_s;
-    cc.connect_retry_s = cfg.connect_retry_s;
-    cc.reconnect_delay_s = cfg.reconnect_delay_s;
-    cc.credits = cfg.credits_per_peer;
+    DataPathConfig dc{cfg.max_rdma_ops, cfg.stripe_min, cfg.rdma_chunk, cfg.chunks_per_path,
+                      cfg.seq_span};
+    DataPathHost &dp_host = *m;
+    auto dp = DataPath::create(dp_host, *m->dev_, *m->retirement_, dc, &m->c_.super, m->lock_,
+                               m->endpoints_.all, m->env_.clock, log);
+    if (!dp) {
+        return dp.status();
+    }
+    m->dp_ = std::move(dp.value());
+    ConnectorEnv ce;
+    ce.plan = &m->plan_;
+    ce.cfg = &m->cfg_;
+    ce.dev = m->dev_.get();
+    ce.retirement = m->retirement_.get();
+    ce.dp = m->dp_.get();
+    ce.endpoints = &m->endpoints_;
+    ce.snapshots = m->env_.snapshots;
+    ce.clock = m->env_.clock;
+    ce.self_name = m->env_.who.name;
+    ce.self_job_size = m->env_.who.job_size;
+    Module *raw = m.get();
+    ce.report = [raw](const char *topic, const std::string &detail) { raw->report(topic, detail); };
+    ce.explain = m->env_.report;
     CmIdentity me;
     me.name = m->env_.who.name;
     me.token = m->env_.who.token;
     me.port_index = m->port_index_;
     me.ud_qpn = m->dev_->ud_qp()->qp_num;
-    CmHost &host = *m;
-    m->cm_ = std::make_unique<ConnectionManager>(host, me, cc, log);
-    // Queue affinity needs an mlx5 device in LAG mode (num_lag_ports > 1);
-    // everywhere else paths are spread by UDP source port.
-    if (const topo::DeviceInfo *di = plan.snapshot ? plan.snapshot->find_device(plan.device)
-                                                   : nullptr) {
-        m->lag_affinity_ = di->num_lag_ports > 1 && cfg.lag_policy != LagPolicy::kOff &&
-                           cfg.lag_policy != LagPolicy::kSport;
-    }
-    if (cfg.lag_policy == LagPolicy::kAffinity && !m->lag_affinity_) {
-        log.write(util::LogLevel::kWarn,
-                  util::format("%s:%d: btl_roce_lag_policy = affinity, but the device has no "
-                               "queue-affinity LAG (mlx5dv num_lag_ports <= 1, e.g. not mlx5): "
-                               "paths are spread by UDP source port instead",
-                               plan.device.c_str(), plan.port));
-    }
-    DataPathConfig dc{cfg.max_rdma_ops, cfg.stripe_min, cfg.rdma_chunk, cfg.chunks_per_path,
-                      cfg.seq_span};
-    DataPathHost &dp_host = *m;
-    auto dp = DataPath::create(dp_host, *m->dev_, *m->retirement_, dc, &m->c_.super, m->lock_,
-                               m->endpoints_, m->env_.clock, log);
-    if (!dp) {
-        return dp.status();
-    }
-    m->dp_ = std::move(dp.value());
+    m->conn_ = std::make_unique<Connector>(std::move(ce), me, log);
 
     // Send and receive slots hold a header plus max_send_size; eager cannot
     // be larger than a slot.
@@ -249,15 +291,17 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
 }
 
 Module::~Module() {
-    // QPs first (live ones retired, then all drained and destroyed), then
-    // the endpoints' address handles, the registrations, and last the
-    // Device (CQ, SRQ, UD QP, buffers, PD, context).
-    cm_.reset();
-    if (dev_ && retirement_) {
-        retire_all();
+    // QPs first (live ones retired, then all drained and destroyed; the
+    // connection manager gone before them), then the endpoints' address
+    // handles, the registrations, and last the Device (CQ, SRQ, UD QP,
+    // buffers, PD, context).
+    if (conn_) {
+        conn_->retire_all();
     }
+    conn_.reset();
     retirement_.reset();
-    endpoints_.clear();
+    endpoints_.all.clear();
+    endpoints_.by_name.clear();
     dp_.reset(); // its RDMA operation pool is registered on the Device's PD
     registry_.reset();
     dev_.reset();
@@ -266,15 +310,15 @@ Module::~Module() {
 
 void Module::set_port_index(uint16_t i) {
     port_index_ = i;
-    CmIdentity me = cm_->identity();
+    CmIdentity me = conn_->manager().identity();
     me.port_index = i;
-    cm_->set_identity(me);
+    conn_->manager().set_identity(me);
 }
 
 wire::PortAdvert Module::advert() const { return advertise(plan_, dev_->ud_qp()->qp_num); }
 
-int Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
-                      opal_bitmap_t *reachable) {
+Status Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
+                         opal_bitmap_t *reachable) {
     // The modex reads go first, without the lock: they may block on the PMIx
     // server, and progress (another thread's) must not wait for them.
     std::vector<Result<wire::ModexAddress>> addrs;
@@ -287,12 +331,12 @@ int Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_
         opal_process_name_t pn = procs[i]->proc_name;
         uint64_t name = (static_cast<uint64_t>(pn.jobid) << 32) | pn.vpid;
         Endpoint *ep = nullptr;
-        auto it = by_name_.find(name);
-        if (it != by_name_.end()) {
+        auto it = endpoints_.by_name.find(name);
+        if (it != endpoints_.by_name.end()) {
             ep = it->second;
         } else {
             std::string why = addrs[i] ? "" : addrs[i].status().message();
-            ep = addrs[i] ? add_endpoint(procs[i], *addrs[i], &why) : nullptr;
+            ep = addrs[i] ? conn_->add_endpoint(procs[i], *addrs[i], &why) : nullptr;
             if (ep == nullptr) {
                 log_.write(util::LogLevel::kInfo,
                            util::format("%s:%d cannot reach %s: %s", plan_.device.c_str(),
@@ -305,19 +349,19 @@ int Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_
         }
     }
     OPAL_THREAD_UNLOCK(&lock_);
-    return OPAL_SUCCESS;
+    return Status::ok();
 }
 
-int Module::del_procs(size_t, opal_proc_t **, mca_btl_base_endpoint_t **) {
+Status Module::del_procs(size_t, opal_proc_t **, mca_btl_base_endpoint_t **) {
     // Endpoints live until finalize: a peer that reconnects (or a late
     // fragment) must still find its state.
-    return OPAL_SUCCESS;
+    return Status::ok();
 }
 
 void Module::log_path_stats() {
     // Connection messages dropped (forged, malformed, stale) are worth a
     // line whenever there were any; the per-path traffic at verbose 10.
-    const CmDrops &d = cm_->drops();
+    const CmDrops &d = conn_->manager().drops();
     if (d.total() > 0) {
         log_.write(util::LogLevel::kInfo,
                    util::format("%s:%d: connection messages dropped that named no peer of ours: "
@@ -332,7 +376,7 @@ void Module::log_path_stats() {
     if (!log_.enabled(util::LogLevel::kInfo)) {
         return;
     }
-    for (const auto &ep : endpoints_) {
+    for (const auto &ep : endpoints_.all) {
         if (ep->drops.total() > 0) {
             log_.write(util::LogLevel::kInfo,
                        util::format("%s: connection messages dropped: %llu with a wrong token, "
@@ -343,8 +387,8 @@ void Module::log_path_stats() {
                                     static_cast<unsigned long long>(ep->drops.misdirected),
                                     static_cast<unsigned long long>(ep->drops.unexpected)));
         }
-        for (size_t i = 0; i < ep->paths_.size(); ++i) {
-            const Path &p = ep->paths_[i];
+        for (size_t i = 0; i < ep->path_count(); ++i) {
+            const Path &p = ep->path_at(i);
             if (!p.ever_up) {
                 continue;
             }
@@ -370,12 +414,20 @@ void Module::log_path_stats() {
     }
 }
 
-int Module::finalize() {
+Status Module::finalize() {
     log_path_stats();
     // The owner (the component) forgets this module and deletes it: the
-    // call runs on a copy, since it destroys env_ with the module.
+    // call runs on a copy, since it destroys env_ with the module, and
+    // nothing of the module is touched after it.
     auto finalized = env_.finalized;
-    return finalized(base());
+    int rc = finalized(base());
+    if (rc != OPAL_SUCCESS) {
+        return Status(Code::kInternal,
+                      util::format("btl_finalize: the component could not release the module "
+                                   "(OPAL code %d)",
+                                   rc));
+    }
+    return Status::ok();
 }
 
 mca_btl_base_registration_handle_t *Module::register_mem(void *base, size_t size,
@@ -402,8 +454,16 @@ mca_btl_base_registration_handle_t *Module::register_mem(void *base, size_t size
     return h;
 }
 
-int Module::deregister_mem(mca_btl_base_registration_handle_t *handle) {
-    return registry_->deregister_mem(handle);
+Status Module::deregister_mem(mca_btl_base_registration_handle_t *handle) {
+    uint32_t rkey = handle != nullptr ? handle->rkey : 0; // the handle may be gone after
+    int rc = registry_->deregister_mem(handle);
+    if (rc != OPAL_SUCCESS) {
+        return Status(Code::kInternal,
+                      util::format("%s: releasing the registration of rkey 0x%x failed (OPAL code "
+                                   "%d)",
+                                   plan_.device.c_str(), rkey, rc));
+    }
+    return Status::ok();
 }
 
 void Module::report(const char *topic, const std::string &detail) {

@@ -19,8 +19,8 @@
 #include "btl_roce_addr.h"
 #include "btl_roce_device.h"
 #include "btl_roce_endpoint.h"
-#include "connection/manager.h"
 #include "connection/retire.h"
+#include "connector/connector.h"
 #include "counters.h"
 #include "data/data_path.h"
 #include "proto/lag.h"
@@ -148,35 +148,36 @@ struct ModuleEnv {
 };
 
 /// One port's worth of transport, as a facade: it owns the verbs resources
-/// (Device), the endpoint table (endpoints_, by_name_), the connection
-/// manager (connection/manager.h) and the data path (data/data_path.h), and
-/// is what the C function table calls. The data path's entry points (alloc
-/// to flush) are forwarded to the DataPath as they are; the rest - peers,
-/// memory registration, progress, counters, finalize - is the Module's own.
-/// It is the connection manager's host (btl_roce_cm.cc, btl_roce_path_qps.cc:
-/// the verbs side of each handshake step) and the data path's host (the
-/// connection side's reactions to a broken path, a needed connection, a
-/// first message; registration; progress for flush).
+/// (Device), the endpoint table, the Retirement of QPs, the connection side
+/// (Connector, connector/connector.h: the handshake's ConnectionManager and
+/// its verbs host, endpoint addressing, UD recovery) and the data path
+/// (DataPath, data/data_path.h), and is what the C function table calls.
+/// The data path's entry points (alloc to flush) are forwarded to the
+/// DataPath as they are; the Module's own are the peers (add_procs), memory
+/// registration, progress (which hands each completion to its part),
+/// network events, counters and finalize. It is the data path's host: a
+/// broken path, a needed connection and a first message go to the
+/// Connector.
 ///
 /// Locks. One lock, lock_, guards the module's mutable state: plan_ (its
 /// snapshot is replaced when addresses change) and every member declared
 /// after lock_ except registry_ - the Device's queues and pools, the
-/// endpoints with both halves of their paths, the name table, the
-/// ConnectionManager and the DataPath (neither has a lock of its own; the
-/// DataPath's QPN table, RDMA operation pool and deferred callbacks are
-/// under this one, and its entry points take it, being given a reference),
-/// the Retirement. Why one, and not one per part: a data-path event can
-/// change connection state (an error completion retires the QP and
-/// reconnects) and a connection event changes what the data path may use
-/// (a path coming up drains the pending sends), in the same call; two locks
-/// would always be taken together, in an order kept by hand.
+/// endpoints with both halves of their paths, the Retirement, the Connector
+/// with its ConnectionManager, and the DataPath (none has a lock of its own;
+/// the DataPath's QPN table, RDMA operation pool and deferred callbacks are
+/// under this one, and its entry points take it, being given a reference).
+/// Why one, and not one per part: a data-path event can change connection
+/// state (an error completion retires the QP and reconnects) and a
+/// connection event changes what the data path may use (a path coming up
+/// drains the pending sends), in the same call; two locks would always be
+/// taken together, in an order kept by hand.
 /// progress() polls the CQ with it held, and under MPI_THREAD_MULTIPLE
 /// only tries it (a thread that finds it taken returns: the holder is
 /// progressing), so one thread at a time handles completions and reaps
 /// retired QPs. Taken without it: the PML callbacks (DataPath::run_deferred),
 /// the PeerDirectory calls (they may block on PMIx), the MemoryRegistry
 /// (grdma has its own lock).
-class Module final : private CmHost, private DataPathHost {
+class Module final : private DataPathHost {
 public:
     /// The module for `plan`'s port, its Device open (through env.verbs)
     /// and its UD QP ready. `env` and `log` are the component's (or a
@@ -191,8 +192,10 @@ public:
         return reinterpret_cast<mca_btl_roce_module_t *>(b)->impl;
     }
     const PortPlan &plan() const { return plan_; }
-    const ModuleConfig &config() const { return cfg_; }
+    /// The port's verbs resources (tests reach the UD QP through it).
     Device &device() { return *dev_; }
+    /// The sink the module logs to (the C function table logs the message
+    /// of an error it maps to an OPAL code there, at debug level).
     util::LogSink &log() { return log_; }
     /// This module's modex advertisement.
     wire::PortAdvert advert() const;
@@ -203,15 +206,20 @@ public:
     void follow(netmon::Monitor &m);
 
     // --- BTL interface (btl_roce_module.cc) -------------------------------
+    // Errors are util::Status; the C function table maps each to an OPAL
+    // code once (to_opal, btl_roce_log.h). data/data_path.h says which code
+    // each data-path answer becomes.
     /// Endpoints for the processes this port reaches (set in `reachable`);
-    /// reads the modex without the lock.
-    int add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
-                  opal_bitmap_t *reachable);
-    /// Nothing: endpoints live until finalize.
-    int del_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints);
+    /// reads the modex without the lock. A peer it cannot reach is left out
+    /// (logged at info level), not an error: always ok.
+    util::Status add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
+                           opal_bitmap_t *reachable);
+    /// Nothing: endpoints live until finalize. Always ok.
+    util::Status del_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints);
     /// Logs the path counters and hands the module to env.finalized (which
-    /// deletes it).
-    int finalize();
+    /// deletes it); kInternal when that refused. The module is gone when
+    /// this returns.
+    util::Status finalize();
 
     // --- the data path's entry points: forwarded (data/data_path.h has the
     // contracts; each takes the module lock itself) -------------------------
@@ -220,53 +228,55 @@ public:
         return dp_->alloc(ep, order, size, flags);
     }
     /// DataPath::free_des.
-    int free_des(mca_btl_base_descriptor_t *des) { return dp_->free_des(des); }
+    util::Status free_des(mca_btl_base_descriptor_t *des) { return dp_->free_des(des); }
     /// DataPath::prepare_src.
     mca_btl_base_descriptor_t *prepare_src(Endpoint *ep, opal_convertor_t *conv, uint8_t order,
                                            size_t reserve, size_t *size, uint32_t flags) {
         return dp_->prepare_src(ep, conv, order, reserve, size, flags);
     }
     /// DataPath::send.
-    int send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) {
+    util::Status send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) {
         return dp_->send(ep, des, tag);
     }
     /// DataPath::sendi.
-    int sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t header_size,
-              size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
-              mca_btl_base_descriptor_t **descriptor) {
+    util::Status sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t header_size,
+                       size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
+                       mca_btl_base_descriptor_t **descriptor) {
         return dp_->sendi(ep, conv, header, header_size, payload_size, order, flags, tag,
                           descriptor);
     }
     /// DataPath::rdma (put and get).
-    int rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote_address,
-             mca_btl_base_registration_handle_t *local_handle,
-             mca_btl_base_registration_handle_t *remote_handle, size_t size,
-             mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+    util::Status rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote_address,
+                      mca_btl_base_registration_handle_t *local_handle,
+                      mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                      mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
         return dp_->rdma(ep, is_put, local_address, remote_address, local_handle, remote_handle,
                          size, cbfunc, cbcontext, cbdata);
     }
     /// DataPath::atomic.
-    int atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
-               mca_btl_base_registration_handle_t *local_handle,
-               mca_btl_base_registration_handle_t *remote_handle, int op, uint64_t operand,
-               uint64_t compare, bool is_cswap, mca_btl_base_rdma_completion_fn_t cbfunc,
-               void *cbcontext, void *cbdata) {
+    util::Status atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
+                        mca_btl_base_registration_handle_t *local_handle,
+                        mca_btl_base_registration_handle_t *remote_handle, int op, uint64_t operand,
+                        uint64_t compare, bool is_cswap, mca_btl_base_rdma_completion_fn_t cbfunc,
+                        void *cbcontext, void *cbdata) {
         return dp_->atomic(ep, local_address, remote_address, local_handle, remote_handle, op,
                            operand, compare, is_cswap, cbfunc, cbcontext, cbdata);
     }
     /// DataPath::flush (progresses this module while it waits).
-    int flush(Endpoint *ep) { return dp_->flush(ep); }
+    util::Status flush(Endpoint *ep) { return dp_->flush(ep); }
     /// Registers user memory (MemoryRegistry, without the lock); nullptr
     /// when it cannot be, reported once as "registration failed". Also what
     /// the data path registers in-place sends with.
     mca_btl_base_registration_handle_t *register_mem(void *base, size_t size,
                                                      uint32_t flags) override;
-    /// Releases a handle of register_mem (without the lock).
-    int deregister_mem(mca_btl_base_registration_handle_t *handle) override;
-    /// Where the PML's error callback goes (the data path calls it).
-    int register_error(mca_btl_base_module_error_cb_fn_t cb) {
+    /// Releases a handle of register_mem (without the lock); kInternal,
+    /// naming the handle and the registry's OPAL code, when the registry
+    /// refused.
+    util::Status deregister_mem(mca_btl_base_registration_handle_t *handle) override;
+    /// Where the PML's error callback goes (the data path calls it). Always ok.
+    util::Status register_error(mca_btl_base_module_error_cb_fn_t cb) {
         dp_->set_error_cb(cb);
-        return OPAL_SUCCESS;
+        return util::Status::ok();
     }
 
     /// Polls the completion queue and runs timers; returns the number of
@@ -284,87 +294,28 @@ private:
     /// Seconds on the injected clock.
     double clock() const { return env_.clock(); }
 
-    // CmHost (btl_roce_cm.cc); the manager calls them with the lock held.
-    double now() const override;
-    util::Status send_cm(Peer &peer, const std::vector<uint8_t> &bytes) override;
-    void address(const Peer &peer, wire::CmMessage &m) const override;
-    size_t paths_wanted(const Peer &peer) const override;
-    util::Result<LocalQp> open_qp(Peer &peer, size_t i) override;
-    util::Status accept_qps(Peer &peer, size_t first, const std::vector<wire::PathInfo> &remote,
-                            std::vector<LocalQp> *local) override;
-    util::Status connect_qp(Peer &peer, size_t i, const wire::PathInfo &remote) override;
-    util::Status wire_loopback(Peer &peer, size_t i) override;
-    void retire_qp(Peer &peer, size_t i) override;
-    void path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected) override;
-    void path_lost(Peer &peer, size_t i) override;
-    void peer_failed(Peer &peer, const std::string &why) override;
-    void peer_moved(Peer &peer, const wire::Gid &from) override;
-    bool revalidate(Peer &peer, bool thorough) override;
-    std::string route(const Peer &peer) const override;
-    Peer *find_peer(uint64_t name) override;
-    bool unknown_requester(uint64_t name) override;
-
-    // Endpoints and their QPs (btl_roce_endpoint.cc, btl_roce_cm.cc), lock held.
-    static Endpoint &ep_of(Peer &peer) { return static_cast<Endpoint &>(peer); }
-    /// An endpoint for `proc` on the first of its ports we reach; nullptr
-    /// (and `why`) when none is.
-    Endpoint *add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr, std::string *why);
-    /// Looks up the names unknown_requester queued (called without the lock).
+    /// Looks up the names the Connector queued (unknown requesters of our
+    /// job) and makes their endpoints; called without the lock (the
+    /// PeerDirectory may block on PMIx).
     void resolve_lookups(const std::vector<uint64_t> &names);
-    static constexpr size_t kMaxLookups = 64;
-    qp::QpParams rc_params(const Path &path) const;
-    util::Result<std::unique_ptr<qp::QueuePair>> new_init_qp(const Endpoint &ep);
-    void install_qp(Endpoint &ep, size_t i, std::unique_ptr<qp::QueuePair> qp);
-    util::Status create_path_qp(Endpoint &ep, size_t i);
-    util::Status create_paired_qp(Endpoint &ep, size_t i, uint32_t remote_qpn,
-                                  std::vector<std::unique_ptr<qp::QueuePair>> &spares);
-    util::Status connect_path_qp(Endpoint &ep, Path &path, qp::QueuePair &qp,
-                                 uint32_t remote_qpn, uint32_t remote_psn);
-    util::Status apply_lag_port(Endpoint &ep, size_t i);
-    util::Status ensure_ah(Endpoint &ep);
-    /// The current view (env_.snapshots), which also becomes plan_.snapshot;
-    /// plan_.snapshot when no view can be had (logged at debug level).
-    std::shared_ptr<const topo::Snapshot> current_view();
-    /// select::revalidate of the endpoint's Selection against `view`
-    /// (nullptr: current_view()): unchanged or moved to another slot (the
-    /// Selection follows it), false; our address gone, choose_path again:
-    /// true when the endpoint got a new addressing (the manager then
-    /// reconnects its paths), false when nothing reaches the peer now
-    /// (reported as "address changed").
-    bool revalidate_path(Endpoint &ep,
-                         const std::shared_ptr<const topo::Snapshot> &view = nullptr);
-    void set_path_choice(Endpoint &ep, const PathChoice &choice);
 
     // DataPathHost, lock held (register_mem, deregister_mem and progress
     // are public above).
     /// The path's QP is broken: the manager retires it and reconnects.
     void path_failed(Endpoint &ep, size_t i, const std::string &why) override {
-        cm_->path_failed(ep, i, why);
+        conn_->manager().path_failed(ep, i, why);
     }
-    void start_connect(Endpoint &ep) override;
+    void start_connect(Endpoint &ep) override { conn_->start_connect(ep); }
     /// The first message on a path doubles as the RTU.
-    void rc_message(Endpoint &ep, size_t i) override { cm_->on_rc_message(ep, i); }
+    void rc_message(Endpoint &ep, size_t i) override { conn_->manager().on_rc_message(ep, i); }
 
     /// A user-facing error of the running job: its line at error level, then
     /// env_.report for the explanation.
     void report(const char *topic, const std::string &detail);
 
-    // Progress (btl_roce_progress.cc), lock held.
-    /// A completion of the UD QP's (the connection manager's); every other
-    /// kind goes to the data path.
-    void handle_wc(const ibv_wc &wc);
+    // Progress and events (btl_roce_progress.cc, btl_roce_netmon.cc), lock held.
     void log_path_stats();
-    /// A datagram on the UD QP: the connection manager's.
-    void handle_cm(const uint8_t *grh, const uint8_t *data, size_t len);
-    void check_ud();
-    /// Async events and the destruction of retired QPs, after a poll that
-    /// returned `polled` of kPollBatch (lock held).
-    void reap_retired(int polled);
-    /// Finalize: every QP retired and drained (bounded), then destroyed.
-    void retire_all();
-    static constexpr int kPollBatch = 16; ///< completions per ibv_poll_cq
     void on_net_events();
-    void readdress();
 
     mca_btl_roce_module_t c_;
     PortPlan plan_;
@@ -374,29 +325,26 @@ private:
     uint16_t port_index_ = 0;
     opal_mutex_t lock_;
 
-    // Declared after dev_ (destroyed before it): everything that holds QPs.
+    // Declared after dev_; the destructor tears them down in the order
+    // that keeps every reference valid (btl_roce_module.cc).
     std::unique_ptr<Device> dev_;
+    EndpointTable endpoints_;
     /// QPs taken out of service, destroyed once none of their completions
     /// can still reach the CQ (connection/retire.h). Their entries in the
     /// data path's QPN table live until then.
     std::unique_ptr<Retirement> retirement_;
-    std::unique_ptr<ConnectionManager> cm_;
     /// Sends, RDMA, atomics and their completions (data/data_path.h); it
     /// owns the QPN table, the RDMA operation pool and the deferred PML
-    /// callbacks. Reset before dev_, after the QPs are retired.
+    /// callbacks.
     std::unique_ptr<DataPath> dp_;
+    /// The connection side (connector/connector.h): the handshake, the
+    /// paths' QPs, the endpoints' addressing, UD recovery.
+    std::unique_ptr<Connector> conn_;
     std::unique_ptr<MemoryRegistry> registry_;
-    std::vector<std::unique_ptr<Endpoint>> endpoints_;
-    std::unordered_map<uint64_t, Endpoint *> by_name_;
-    std::vector<uint64_t> lookups_;            ///< unknown requesters to look up (bounded)
-    std::unordered_set<uint64_t> lookup_failed_; ///< names looked up in vain (at most job size)
-    bool lag_affinity_ = false;     ///< the device does queue-affinity LAG (mlx5)
     bool warned_registration_ = false;
     uint64_t progress_calls_ = 0;
-    bool ud_suspect_ = false;        ///< a UD completion failed: check the UD QP
     std::unique_ptr<netmon::EventQueue> netq_; ///< bond/address events (netmon)
     double readdress_at_ = 0;       ///< > 0: choose addresses again at this time
-    double ud_retry_at_ = 0;        ///< when a failed UD recovery is tried again
 };
 
 /// Seconds on a monotonic clock.

@@ -11,7 +11,8 @@
 // or a GID table rewritten at an active-backup failover, makes the snapshot
 // the policy chose from stale. So: the monitor marks the snapshot cache
 // (netmon::feed_cache), new connections choose from its current view, and
-// endpoints whose GID vanished choose again now and reconnect.
+// endpoints whose GID vanished choose again now and reconnect
+// (Connector::readdress, once the burst of events is over).
 #include "btl_roce_module.h"
 
 #include "netmon/event.h"
@@ -70,24 +71,6 @@ void Module::on_net_events() {
         // table events in between): act once the burst is over, so the new
         // address is there to be chosen.
         readdress_at_ = clock() + kReaddressDelay;
-    }
-}
-
-void Module::readdress() {
-    readdress_at_ = 0;
-    // The cache has been told what changed (netmon::feed_cache): this view
-    // re-reads just that (a device, or the netdevs), not the machine.
-    std::shared_ptr<const topo::Snapshot> view = current_view();
-    if (!view) {
-        return;
-    }
-    // Endpoints whose GID is gone choose again now, and their paths that
-    // are up reconnect from the new address at once: a side that only
-    // answers RDMA reads would never see an error on the old one.
-    for (auto &ep : endpoints_) {
-        if (!ep->is_self() && revalidate_path(*ep, view)) {
-            cm_->readdressed(*ep);
-        }
     }
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "select/netdev_role.h"
 #include "util/strings.h"
 
 namespace roce::select {
@@ -14,7 +15,21 @@ using topo::PortInfo;
 
 namespace {
 
-enum KeyPart { kDown = 0, kLinkLocal, kVersion, kFamily, kSubnet, kIndex };
+enum KeyPart { kDown = 0, kLinkLocal, kVersion, kFamily, kOwn, kSubnet, kIndex };
+
+/// The link-local part of the key: 1 for fe80::/10 (the last resort), 0 for
+/// everything routable - IPv4, global IPv6 and unique-local IPv6 (fc00::/7).
+/// A ULA is not global, but it is routed within the site, and an IPv6-only
+/// RoCE fabric (bnxt_re clusters) may have nothing else: demoting it with
+/// link-local left GID 0 as the choice, and every operation failing with
+/// retry-exceeded, in another stack.
+int link_local_rank(const util::IpAddress &addr) { return addr.is_link_local() ? 1 : 0; }
+
+/// "global IPv6" or "unique-local IPv6 (fc00::/7, routed within the site)".
+std::string ipv6_kind(const util::IpAddress &addr) {
+    return addr.is_unique_local() ? "unique-local IPv6 (fc00::/7, routed within the site)"
+                                  : "global IPv6";
+}
 
 bool netdev_up(const topo::NetdevInfo *nd) {
     if (nd == nullptr) {
@@ -67,6 +82,42 @@ int64_t subnet_number(const util::IpAddress &addr, int prefix) {
     return static_cast<int64_t>(v >> 1);
 }
 
+/// The first key part in which `r` and `best` differ (kIndex + 1 when none).
+int first_difference(const RankedGid &r, const RankedGid &best) {
+    for (int i = kDown; i <= kIndex; ++i) {
+        if (r.key[static_cast<size_t>(i)] != best.key[static_cast<size_t>(i)]) {
+            return i;
+        }
+    }
+    return kIndex + 1;
+}
+
+/// Which rule put the best candidate above the runner-up, for the doctor:
+/// "the port's own netdev or a VLAN on it before other devices (gid[2] on
+/// vxlan100 ranked next)".
+std::string decided_by(const GidRanking &ranking) {
+    if (ranking.candidates.size() == 1) {
+        return "the only usable GID";
+    }
+    const RankedGid &best = ranking.candidates[0];
+    const RankedGid &next = ranking.candidates[1];
+    std::string loser = util::format(" (gid[%d] on %s ranked next)", next.gid->index,
+                                     next.gid->netdev.c_str());
+    switch (first_difference(next, best)) {
+    case kDown: return "a netdev that is up before one that is not" + loser;
+    case kLinkLocal: {
+        std::string ula = best.gid->address().is_unique_local() ? "unique-local IPv6 is routable, "
+                                                                : "";
+        return ula + "link-local only as a last resort" + loser;
+    }
+    case kVersion: return "RoCE v2 before v1" + loser;
+    case kFamily: return "IPv4-mapped before IPv6" + loser;
+    case kOwn: return "the port's own netdev or a VLAN on it before other devices" + loser;
+    case kSubnet: return "the numerically lower subnet of those reaching the peer" + loser;
+    default: return "the lowest index, a tie" + loser;
+    }
+}
+
 std::string rank_reason(const RankedGid &r, const RankedGid &best) {
     for (int i = kDown; i <= kIndex; ++i) {
         if (r.key[static_cast<size_t>(i)] == best.key[static_cast<size_t>(i)]) {
@@ -77,6 +128,9 @@ std::string rank_reason(const RankedGid &r, const RankedGid &best) {
         case kLinkLocal: return "link-local, a last resort";
         case kVersion: return "RoCE v1 ranks below v2";
         case kFamily: return "IPv6 ranks below IPv4-mapped";
+        case kOwn:
+            return "on " + r.gid->netdev + " (" + r.role + "), below " +
+                   util::format("gid[%d] on %s", best.gid->index, best.gid->netdev.c_str());
         case kSubnet:
             return util::format("reaches the peer too; gid[%d]'s subnet is numerically lower "
                                 "(the rule both ends apply)",
@@ -218,6 +272,7 @@ GidRanking rank_gids(const topo::Snapshot &snapshot, const topo::DeviceInfo &dev
                      const Peer *peer) {
     (void)device;
     GidRanking out;
+    const std::string own = port_netdev(port);
     for (const auto &g : port.gids) {
         GidVerdict v;
         v.index = g.index;
@@ -228,8 +283,11 @@ GidRanking rank_gids(const topo::Snapshot &snapshot, const topo::DeviceInfo &dev
             r.prefix = local_prefix(snapshot, g);
             r.netdev = snapshot.find_netdev(g.netdev);
             util::IpAddress addr = g.address();
-            r.key = {netdev_up(r.netdev) ? 0 : 1, addr.is_link_local() ? 1 : 0,
+            NetdevRole role = netdev_role(snapshot, own, g.netdev);
+            r.role = role.why;
+            r.key = {netdev_up(r.netdev) ? 0 : 1, link_local_rank(addr),
                      g.type == GidType::kRoceV2 ? 0 : 1, addr.is_v4() ? 0 : 1,
+                     role.own ? 0 : 1,
                      peer != nullptr ? subnet_number(addr, r.prefix) : 0, g.index};
             if (peer != nullptr) {
                 r.reached = reaches(g, r.prefix, r.netdev, *peer);
@@ -278,12 +336,14 @@ const GidEntry *pick_best_gid(const PortInfo &port, const GidRanking &ranking,
     const RankedGid &best = ranking.candidates.front();
     std::string line = "gid: " + describe_gid(*best.gid, best.prefix);
     line += util::format(": best of %zu usable GID%s (link-local only as a last resort, RoCE v2 "
-                         "before v1, IPv4-mapped before IPv6, lowest index on ties)",
+                         "before v1, IPv4-mapped before IPv6, the port's own netdev or a VLAN on "
+                         "it before overlays and other devices, lowest index on ties)",
                          ranking.candidates.size(), ranking.candidates.size() == 1 ? "" : "s");
     if (peer != nullptr) {
         line += "; reaches peer " + best.reached;
     }
     c.why.push_back(line);
+    c.why.push_back("decided by: " + decided_by(ranking));
     if (best.key[kDown]) {
         c.why.push_back("warning: netdev " + best.gid->netdev + " is not up, and no GID on an "
                         "up netdev is usable");
@@ -293,7 +353,16 @@ const GidEntry *pick_best_gid(const PortInfo &port, const GidRanking &ranking,
     } else if (best.key[kVersion]) {
         c.why.push_back("no usable RoCE v2 GID: using RoCE v1");
     } else if (best.key[kFamily]) {
-        c.why.push_back("no usable IPv4-mapped GID: using global IPv6");
+        c.why.push_back("no usable IPv4-mapped GID: using " + ipv6_kind(best.gid->address()));
+    }
+    for (size_t i = 1; i < ranking.candidates.size(); ++i) {
+        const RankedGid &r = ranking.candidates[i];
+        if (first_difference(r, best) == kOwn) {
+            c.why.push_back(util::format("gid[%d] on %s (%s) lost to gid[%d] on %s%s%s",
+                                         r.gid->index, r.gid->netdev.c_str(), r.role.c_str(),
+                                         best.gid->index, best.gid->netdev.c_str(),
+                                         best.role.empty() ? "" : ", ", best.role.c_str()));
+        }
     }
     for (size_t i = 1; i < ranking.candidates.size(); ++i) {
         const RankedGid &r = ranking.candidates[i];
@@ -351,6 +420,13 @@ const GidEntry *check_gid_override(const topo::Snapshot &snapshot, const PortInf
     c.why.push_back("gid: " + describe_gid(*g, prefix) + ", set by " + param +
                     " and checked: the slot is populated, RoCE, of the allowed version and "
                     "family, on an allowed netdev");
+    c.why.push_back("decided by: " + param + ", set explicitly (the automatic ranking was not "
+                    "used)");
+    NetdevRole role = netdev_role(snapshot, port_netdev(port), g->netdev);
+    if (!role.own) {
+        c.why.push_back("note: " + g->netdev + " is " + role.why + "; used because " + param +
+                        " was set explicitly");
+    }
     if (peer != nullptr) {
         std::string reached = reaches(*g, prefix, snapshot.find_netdev(g->netdev), *peer);
         c.why.push_back(reached.empty()

@@ -19,11 +19,15 @@ struct RankedGid {
     const topo::GidEntry *gid = nullptr;
     int prefix = -1;                      ///< local prefix length; -1 unknown
     const topo::NetdevInfo *netdev = nullptr;
-    /// {netdev not up, link-local, RoCE v1, IPv6, subnet, index}: lower is
-    /// better. `subnet` (only with a peer) is the local address's network
-    /// number: among GIDs that all reach the peer, both ends pick the same
-    /// subnet - which the slot index, local to each host, cannot promise.
-    std::array<int64_t, 6> key{};
+    /// {netdev not up, link-local, RoCE v1, IPv6, not the port's own netdev,
+    /// subnet, index}: lower is better. `subnet` (only with a peer) is the
+    /// local address's network number: among GIDs that all reach the peer,
+    /// both ends pick the same subnet - which the slot index, local to each
+    /// host, cannot promise. Link-local means fe80::/10 only: unique-local
+    /// IPv6 (fc00::/7) is routable and ranks with global IPv6.
+    std::array<int64_t, 7> key{};
+    /// netdev_role(): "the port's own netdev", "a VXLAN overlay: ..."
+    std::string role;
     std::string reached;                  ///< "198.19.0.12 (in 198.19.0.0/24)" with a peer
 };
 

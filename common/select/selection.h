@@ -81,8 +81,13 @@ struct SelectionReport {
 ///    to device[:port], the GID's netdev and its address (rules.h);
 ///  - GID ranking: link-local IPv6 only as a last resort; then RoCE v2 before
 ///    v1 (unless options.roce_version fixes one); then IPv4-mapped before
-///    global IPv6 (unless options.address_family fixes one); GIDs on netdevs
+///    global or unique-local IPv6 (unless options.address_family fixes one);
+///    then a GID on the port's own netdev or a VLAN directly on it before one
+///    on an overlay or any other device (netdev_role.h); GIDs on netdevs
 ///    that are not up come after all others; the lowest index breaks ties;
+///    `why` has a "decided by: ..." line naming the rule that separated the
+///    choice from the runner-up, and a "... lost to ..." line per GID the
+///    own-netdev rule put below it;
 ///  - with a peer: only GIDs whose subnet contains a peer address, or whose
 ///    address lies in a peer's advertised subnet (and on the peer's VLAN when
 ///    known); none -> "no reachable GID" naming both sides' subnets;

@@ -98,7 +98,8 @@ Result<NetdevInfo> link_of(const Json &e, size_t i, const std::string &what) {
             n.vlan_id = int_member(*data, "id", -1);
         }
     }
-    if (n.kind == "vlan" || n.kind == "macvlan") {
+    if (n.kind == "vlan" || n.kind == "macvlan" || n.kind == "macvtap" || n.kind == "ipvlan" ||
+        n.kind == "ipvtap") {
         n.parent = str_member(e, "link");
     }
     return n;

@@ -296,6 +296,18 @@ std::string devtype_from_uevent(Attrs &a, const std::string &dir) {
     return "";
 }
 
+/// The netdev a stacked device sits on (its lower_* entry), or "".
+std::string lower_of(Attrs &a, const std::string &dir) {
+    std::string lower;
+    auto entries = a.dir(dir);
+    for (const auto &e : entries ? *entries : std::vector<std::string>{}) {
+        if (e.rfind("lower_", 0) == 0) {
+            lower = e.substr(6);
+        }
+    }
+    return lower;
+}
+
 NetdevInfo read_netdev(Attrs &a, const std::string &dir, const std::string &name,
                        const std::map<std::string, int> &vlan_ids) {
     NetdevInfo n;
@@ -315,18 +327,18 @@ NetdevInfo read_netdev(Attrs &a, const std::string &dir, const std::string &name
         n.bond = read_bond(a, dir);
     } else if (devtype == "vlan" || devtype == "macvlan") {
         n.kind = devtype;
-        auto entries = a.dir(dir);
-        for (const auto &e : entries ? *entries : std::vector<std::string>{}) {
-            if (e.rfind("lower_", 0) == 0) {
-                n.parent = e.substr(6);
-            }
-        }
+        n.parent = lower_of(a, dir);
         auto id = vlan_ids.find(name);
         if (devtype == "vlan" && id != vlan_ids.end()) {
             n.vlan_id = id->second;
         }
     } else if (!devtype.empty()) {
-        n.kind = devtype;
+        n.kind = devtype; // vxlan, geneve, bridge, ... (the driver's device type)
+    } else if (!a.tree.exists(dir + "/device")) {
+        // macvlan, ipvlan and team set no DEVTYPE: sysfs cannot name their
+        // kind, but a software device (no `device` link) with a lower_*
+        // link is stacked on that netdev, which is what the policy needs.
+        n.parent = lower_of(a, dir);
     }
     return n;
 }

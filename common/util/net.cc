@@ -70,6 +70,10 @@ bool IpAddress::is_link_local() const noexcept {
     return false;
 }
 
+bool IpAddress::is_unique_local() const noexcept {
+    return family_ == Family::kIPv6 && (bytes_[0] & 0xfe) == 0xfc;
+}
+
 bool IpAddress::is_zero() const noexcept {
     for (int i = 0; i < bits() / 8; ++i) {
         if (bytes_[static_cast<size_t>(i)] != 0) {

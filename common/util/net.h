@@ -34,6 +34,9 @@ public:
     bool empty() const noexcept { return family_ == Family::kNone; }
     /// fe80::/10 (IPv6) or 169.254/16 (IPv4).
     bool is_link_local() const noexcept;
+    /// Unique-local IPv6, fc00::/7 (RFC 4193; fd00::/8 in practice): not
+    /// global, but routable within a site. False for IPv4.
+    bool is_unique_local() const noexcept;
     /// All zero bytes (an unset GID slot reads like this).
     bool is_zero() const noexcept;
     /// Bit length: 32 or 128 (0 when empty).

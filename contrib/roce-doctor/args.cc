@@ -1,6 +1,8 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #include "args.h"
 
+#include <algorithm>
+
 #include "util/strings.h"
 
 namespace roce::doctor {
@@ -13,39 +15,27 @@ namespace {
 
 Status bad(const std::string &what) { return Status(Code::kInvalidArgument, what); }
 
-/// "auto"/"1"/"2"/"v1"/"v2" -> 0/1/2.
-Result<int64_t> roce_version(const std::string &v) {
-    if (v == "auto" || v == "0") {
-        return int64_t{0};
+/// The MCA name behind each selection option.
+const char *mca_name(const std::string &option) {
+    if (option == "--if-include") {
+        return "btl_roce_if_include";
     }
-    if (v == "1" || v == "v1") {
-        return int64_t{1};
+    if (option == "--if-exclude") {
+        return "btl_roce_if_exclude";
     }
-    if (v == "2" || v == "v2") {
-        return int64_t{2};
+    if (option == "--gid-index") {
+        return "btl_roce_gid_index";
     }
-    return bad("--roce-version '" + v + "' is invalid: use auto, 1 or 2");
-}
-
-Result<int64_t> family(const std::string &v) {
-    if (v == "auto" || v == "0") {
-        return int64_t{0};
+    if (option == "--roce-version") {
+        return "btl_roce_roce_version";
     }
-    if (v == "ipv4" || v == "4") {
-        return int64_t{4};
+    if (option == "--address-family") {
+        return "btl_roce_address_family";
     }
-    if (v == "ipv6" || v == "6") {
-        return int64_t{6};
+    if (option == "--qkey") {
+        return "btl_roce_qkey";
     }
-    return bad("--address-family '" + v + "' is invalid: use auto, ipv4 or ipv6");
-}
-
-Result<int64_t> integer(const std::string &opt, const std::string &v) {
-    auto n = util::parse_int(v);
-    if (!n) {
-        return bad(opt + " '" + v + "' is not a number (decimal or 0x-hexadecimal)");
-    }
-    return *n;
+    return nullptr;
 }
 
 /// Applies one option that takes a value; false when `name` is not one.
@@ -60,22 +50,13 @@ Status apply_value(Args &a, const std::string &name, const std::string &value, b
             return bad(name + " needs a directory, not an empty value");
         }
         (name == "--capture" ? a.capture_dir : a.from_dir) = value;
-    } else if (name == "--if-include") {
-        a.raw.if_include = value;
-    } else if (name == "--if-exclude") {
-        a.raw.if_exclude = value;
-    } else if (name == "--gid-index" || name == "--roce-version" || name == "--address-family" ||
-               name == "--qkey") {
-        auto n = name == "--roce-version"     ? roce_version(value)
-                 : name == "--address-family" ? family(value)
-                                              : integer(name, value);
-        if (!n) {
-            return n.status();
+    } else if (const char *mca = mca_name(name)) {
+        select::RawOptions check;
+        Status st = apply_setting(mca, value, name, check);
+        if (!st) {
+            return st;
         }
-        (name == "--gid-index"        ? a.raw.gid_index
-         : name == "--roce-version"   ? a.raw.roce_version
-         : name == "--address-family" ? a.raw.address_family
-                                      : a.raw.qkey) = *n;
+        a.settings.push_back(Setting{mca, value, name, {}});
     } else {
         known = false;
     }
@@ -86,9 +67,25 @@ Status apply_value(Args &a, const std::string &name, const std::string &value, b
 
 Result<Args> parse_args(const std::vector<std::string> &argv) {
     Args a;
-    a.raw.prefix = "btl_roce_";
     for (size_t i = 0; i < argv.size(); ++i) {
         std::string arg = argv[i];
+        if (arg == "--mca") {
+            if (i + 2 >= argv.size()) {
+                return bad("--mca needs a NAME and a VALUE (e.g. --mca btl_roce_gid_index 3)");
+            }
+            std::string name = argv[i + 1], value = argv[i + 2];
+            i += 2;
+            const auto &known = known_names();
+            if (std::find(known.begin(), known.end(), name) != known.end()) {
+                select::RawOptions check;
+                Status st = apply_setting(name, value, "--mca " + name, check);
+                if (!st) {
+                    return st;
+                }
+            }
+            a.settings.push_back(Setting{name, value, "--mca " + name, {}});
+            continue;
+        }
         if (arg == "-h" || arg == "--help") {
             a.help = true;
             continue;
@@ -167,6 +164,17 @@ Selection settings (the same as the btl's MCA parameters):
   --roce-version V    btl_roce_roce_version: auto, 1 or 2
   --address-family F  btl_roce_address_family: auto, ipv4 or ipv6
   --qkey N            btl_roce_qkey (bit 31 set needs CAP_NET_RAW)
+  --mca NAME VALUE    any of the above by its MCA name, as with mpirun
+
+Where settings come from (as an Open MPI 4.1 job reads them; highest first):
+  $sysconfdir/openmpi-mca-params-override.conf (beats everything), then
+  this command line, then OMPI_MCA_btl_roce_* (and OMPI_MCA_opal_btl_roce_*)
+  in the environment, then the parameter files: OMPI_MCA_mca_base_param_files
+  (comma-separated, the first listed wins) or else ~/.openmpi/mca-params.conf
+  before $sysconfdir/openmpi-mca-params.conf; then the btl's defaults.
+  $sysconfdir is OPAL_SYSCONFDIR or Open MPI's (ompi_info --path sysconfdir).
+  The report prints each setting with its source, e.g.
+    btl_roce_gid_index = 3 (from OMPI_MCA_btl_roce_gid_index)
 
 Exit status:
   0  a selection was made for at least one port (and every --check passed);

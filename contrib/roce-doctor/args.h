@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "select/options.h"
+#include "mca_config.h"
 #include "util/status.h"
 
 namespace roce::doctor {
@@ -19,10 +19,16 @@ struct Args {
     bool json = false;               ///< --json
     bool help = false;               ///< --help, -h
     bool version = false;            ///< --version
-    select::RawOptions raw;          ///< --if-include ... --qkey, prefix "btl_roce_"
+    /// --if-include ... --qkey and --mca NAME VALUE, in command-line order,
+    /// each with its MCA name and the option that set it as source
+    /// ("--gid-index", "--mca btl_roce_gid_index"); values already checked
+    /// with apply_setting. Resolved with the environment and the
+    /// mca-params.conf files by resolve_mca.
+    std::vector<Setting> settings;
 };
 
-/// Parses argv[1..] ("--opt VALUE" and "--opt=VALUE" both work). Errors
+/// Parses argv[1..] ("--opt VALUE" and "--opt=VALUE" both work; --mca takes
+/// NAME VALUE, as mpirun's does). Errors
 /// (unknown option, missing or malformed value, an empty --from or
 /// --capture, conflicting modes) name the option and what is expected.
 util::Result<Args> parse_args(const std::vector<std::string> &argv);

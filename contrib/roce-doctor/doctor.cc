@@ -87,8 +87,34 @@ std::vector<CheckRow> run_checks(const select::SelectionReport &rep, const Env &
     return rows;
 }
 
+/// The job's view of the settings, and the RawOptions it gives; an error
+/// names the value and where it came from.
+util::Result<select::RawOptions> job_options(const Args &a, const Env &env, McaConfig &cfg) {
+    McaInputs in;
+    in.environment = env.environment;
+    in.sysconfdir = env.ompi_sysconfdir;
+    in.read_file = env.read_file;
+    cfg = resolve_mca(in, a.settings);
+    select::RawOptions raw;
+    raw.prefix = "btl_roce_";
+    for (const auto &[name, s] : cfg.settings) {
+        std::string what = s.source.rfind("--", 0) == 0 ? s.source
+                                                        : name + " (from " + s.source + ")";
+        util::Status st = apply_setting(name, s.value, what, raw);
+        if (!st) {
+            return st;
+        }
+    }
+    return raw;
+}
+
 int report(const Args &a, std::ostream &out, std::ostream &err, const Env &env) {
-    auto options = select::parse_options(a.raw, env.privileged);
+    McaConfig cfg;
+    auto raw = job_options(a, env, cfg);
+    if (!raw) {
+        return usage_error(err, raw.status().message());
+    }
+    auto options = select::parse_options(*raw, env.privileged);
     if (!options) {
         return usage_error(err, options.status().message());
     }
@@ -126,6 +152,7 @@ int report(const Args &a, std::ostream &out, std::ostream &err, const Env &env) 
     r.snapshot = &snap.value();
     r.selection = &sel;
     r.options = &options.value();
+    r.config = &cfg;
     r.checked = a.check;
     bool checks_ok = true;
     if (a.check) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -29,9 +30,20 @@ struct Env {
     std::string sysfs_root = "/";          ///< what --capture copies
     /// Runs a command and returns its stdout (topo::run_command).
     std::function<util::Result<std::string>(const std::vector<std::string> &)> run;
+    /// The process environment (main: environ): OMPI_MCA_*, HOME,
+    /// OPAL_SYSCONFDIR. Read only here, never with getenv (mca_config.h).
+    std::map<std::string, std::string> environment;
+    /// Open MPI's sysconfdir, where its mca-params.conf lives (configure
+    /// asks ompi_info; Debian: /etc/openmpi).
+    std::string ompi_sysconfdir;
+    /// Reads an mca-params.conf (main: topo::fs::read_text). Unset: the
+    /// files are not read (tests that do not care).
+    std::function<util::Result<std::string>(const std::string &)> read_file;
 };
 
-/// The whole tool: parses `args` (argv without the program name), reads the
+/// The whole tool: parses `args` (argv without the program name), resolves
+/// the btl_roce_* settings as a job would see them (mca_config.h: the
+/// command line, env.environment, the mca-params.conf files), reads the
 /// machine or the capture, selects, optionally checks, and writes the report
 /// to `out` and problems to `err`. Returns the exit status. Never throws.
 int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &err,

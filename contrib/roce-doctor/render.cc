@@ -115,6 +115,68 @@ std::string settings_line(const select::Options &o) {
     return util::join(parts, "; ");
 }
 
+/// "btl_roce_gid_index = 3 (from OMPI_MCA_btl_roce_gid_index; overrides
+/// /etc/openmpi/openmpi-mca-params.conf:12)".
+std::string setting_line(const Setting &s) {
+    std::string from = "from " + s.source;
+    if (!s.shadows.empty()) {
+        from += "; overrides " + util::join(s.shadows, ", ");
+    }
+    return s.name + " = " + s.value + " (" + from + ")";
+}
+
+void config_text(std::ostringstream &o, const McaConfig &c) {
+    for (const auto &[name, s] : c.settings) {
+        o << "setting: " << setting_line(s) << "\n";
+    }
+    if (!c.files.empty()) {
+        o << "mca-params files: " << util::join(c.files, ", ") << "\n";
+    }
+    for (const auto &n : c.notes) {
+        o << "note: " << n << "\n";
+    }
+}
+
+Json config_json(const McaConfig &c) {
+    Json j = Json::object();
+    Json settings = Json::array();
+    for (const auto &[name, s] : c.settings) {
+        Json sj = Json::object();
+        sj["name"] = s.name;
+        sj["value"] = s.value;
+        sj["source"] = s.source;
+        Json sh = Json::array();
+        for (const auto &x : s.shadows) {
+            sh.push(x);
+        }
+        sj["shadows"] = std::move(sh);
+        settings.push(std::move(sj));
+    }
+    j["settings"] = std::move(settings);
+    Json files = Json::array();
+    for (const auto &f : c.files) {
+        files.push(f);
+    }
+    j["files"] = std::move(files);
+    Json notes = Json::array();
+    for (const auto &n : c.notes) {
+        notes.push(n);
+    }
+    j["notes"] = std::move(notes);
+    return j;
+}
+
+/// The "decided by: ..." line of a choice, without its label; "" when none.
+std::string decided_by(const select::PortChoice &c) {
+    const std::string label = "decided by: ";
+    for (const auto &w : c.why) {
+        if (w.rfind(label, 0) == 0) {
+            return w.substr(label.size());
+        }
+    }
+    return {};
+}
+
 std::string selection_line(const select::Selection &s) {
     return util::format("gid[%d] %s (%s, %s) port %d pkey_index %d (0x%04x) qkey %s path_mtu %d "
                         "(%s)",
@@ -191,6 +253,10 @@ void port_text(std::ostringstream &o, const Report &r, const topo::DeviceInfo &d
         std::string who = c->peer.empty() ? "" : " for peer " + c->peer;
         if (c->ok()) {
             o << "  selection" << who << ": " << selection_line(*c->selection) << "\n";
+            std::string rule = decided_by(*c);
+            if (!rule.empty()) {
+                o << "  decided by: " << rule << "\n";
+            }
         } else {
             o << "  selection" << who << ": none: " << c->error << "\n";
         }
@@ -220,6 +286,8 @@ Json selection_json(const select::PortChoice &c) {
     j["path_mtu"] = s ? Json(select::mtu_bytes(s->path_mtu)) : Json();
     j["path_mtu_enum"] = s ? Json(select::mtu_name(s->path_mtu)) : Json();
     j["explanation"] = c.explanation();
+    std::string rule = decided_by(c);
+    j["decided_by"] = rule.empty() ? Json() : Json(rule);
     if (!c.ok()) {
         j["error"] = c.error;
     }
@@ -332,6 +400,9 @@ std::string render_text(const Report &r) {
                       s.source.c_str(), s.devices.size(), s.devices.size() == 1 ? "" : "s",
                       s.netdevs.size());
     o << "settings: " << settings_line(*r.options) << "\n";
+    if (r.config != nullptr) {
+        config_text(o, *r.config);
+    }
     for (const auto &n : r.selection->notes) {
         o << "note: " << n << "\n";
     }
@@ -366,6 +437,9 @@ Json render_json(const Report &r) {
     j["version"] = ROCE_VERSION;
     j["source"] = s.source;
     j["settings"] = settings_line(*r.options);
+    if (r.config != nullptr) {
+        j["configuration"] = config_json(*r.config);
+    }
     Json ports = Json::array();
     for (const auto &c : r.selection->ports) {
         ports.push(selection_json(c));

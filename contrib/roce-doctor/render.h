@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "mca_config.h"
 #include "qp/check.h"
 #include "select/selection.h"
 #include "topo/snapshot.h"
@@ -23,11 +24,15 @@ struct Report {
     const topo::Snapshot *snapshot = nullptr;
     const select::SelectionReport *selection = nullptr;
     const select::Options *options = nullptr;
+    const McaConfig *config = nullptr; ///< where each setting came from; may be null
     std::vector<CheckRow> checks;
     bool checked = false;          ///< --check was asked for
 };
 
-/// The human-readable report: per device and port, the state, the
+/// The human-readable report: the settings and, for each one not at its
+/// default, where it came from ("btl_roce_gid_index = 3 (from
+/// OMPI_MCA_btl_roce_gid_index)"), the parameter files looked at; per
+/// device and port, the state, the
 /// bond/VLAN/LAG picture behind its GIDs, the GID table with the chosen
 /// entry marked "=>", and for each choice (one per peer) the selection and
 /// why; then the --check results. Bytes outside printable ASCII (other than
@@ -35,10 +40,12 @@ struct Report {
 std::string render_text(const Report &r);
 
 /// The --json report: {"tool", "version", "source", "options", "notes",
-/// "warnings", "devices": [...tables...], "netdevs": [...], "ports": [...],
-/// "checks": [...]}. Each "ports" element has device, port, peer,
+/// "warnings", "configuration": {"settings": [{name, value, source,
+/// shadows}], "files", "notes"}, "devices": [...tables...], "netdevs":
+/// [...], "ports": [...], "checks": [...]}. Each "ports" element has device, port, peer,
 /// gid_index, gid, gid_type ("RoCE v1"/"RoCE v2"/"IB"), netdev, pkey_index,
-/// pkey, qkey, qkey_hex, path_mtu (bytes), path_mtu_enum, explanation; when
+/// pkey, qkey, qkey_hex, path_mtu (bytes), path_mtu_enum, explanation,
+/// decided_by (the rule that made the choice, null without one); when
 /// nothing could be chosen the selection fields are null and "error" says
 /// why.
 util::Json render_json(const Report &r);

@@ -4,8 +4,6 @@
 // connection side brings a path up or gives a peer up.
 #include "data/data_path.h"
 
-#include "util/strings.h"
-
 namespace roce::btl {
 
 using util::Result;

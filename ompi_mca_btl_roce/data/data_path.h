@@ -33,6 +33,14 @@ struct mca_btl_base_registration_handle_t {
 
 namespace roce::btl {
 
+/// Flow control: a resource (credit, send-queue slot, CQ room, descriptor,
+/// RDMA operation, connection) is missing now; the caller retries after
+/// progress. Code::kResourceExhausted with an empty message, so the hot path
+/// neither formats nor allocates (to_opal: OPAL_ERR_OUT_OF_RESOURCE).
+inline util::Status retry_later() {
+    return util::Status(util::Code::kResourceExhausted, std::string());
+}
+
 /// The tunables the data path uses (a part of ModuleConfig, copied in this
 /// order by Module::create).
 struct DataPathConfig {
@@ -64,8 +72,9 @@ public:
     /// be (the host reports that once).
     virtual mca_btl_base_registration_handle_t *register_mem(void *base, size_t size,
                                                              uint32_t flags) = 0;
-    /// Releases a handle of register_mem (an OPAL code).
-    virtual int deregister_mem(mca_btl_base_registration_handle_t *handle) = 0;
+    /// Releases a handle of register_mem; an error says which handle and
+    /// what the registry answered.
+    virtual util::Status deregister_mem(mca_btl_base_registration_handle_t *handle) = 0;
     /// One full progress of the module (completions, timers, callbacks):
     /// what flush waits with. Called without the lock.
     virtual int progress() = 0;
@@ -98,6 +107,18 @@ public:
 /// flush, run_deferred) take it themselves, where the Module used to;
 /// every other member is called with it held. The PML callbacks
 /// (run_deferred) run without it.
+///
+/// Errors. The entry points that answer with a code return a util::Status,
+/// which the C function table maps once to an OPAL code (to_opal,
+/// btl_roce_log.h): flow control is retry_later() (kResourceExhausted, no
+/// message: OPAL_ERR_OUT_OF_RESOURCE), a failed peer kUnavailable
+/// (OPAL_ERR_UNREACH), a request this btl cannot serve kInvalidArgument
+/// (OPAL_ERR_BAD_PARAM) or kUnsupported (OPAL_ERR_NOT_SUPPORTED); real errors
+/// carry a message naming the operation and the peer. None of them ever
+/// answers OPAL's positive "complete, no callback" (1): what is accepted
+/// always completes through its callback. The statuses handed to the PML's
+/// completion callbacks (Deferred::status) stay OPAL codes, as their C
+/// signatures take; to_opal makes them where a Status is at hand.
 class DataPath {
 public:
     /// A data path over `dev` for the module whose Open MPI face is `btl`
@@ -119,8 +140,8 @@ public:
     /// when none is free (the PML retries).
     mca_btl_base_descriptor_t *alloc(Endpoint *ep, uint8_t order, size_t size, uint32_t flags);
     /// Gives back a descriptor of alloc or prepare_src (and its in-place
-    /// registration).
-    int free_des(mca_btl_base_descriptor_t *des);
+    /// registration). Always ok.
+    util::Status free_des(mca_btl_base_descriptor_t *des);
     /// A descriptor with `reserve` bytes of header room and up to *size
     /// bytes of the convertor's data: packed into the slot, or, contiguous
     /// and at least 4 KiB, sent in place from the user's registered buffer.
@@ -128,34 +149,45 @@ public:
     mca_btl_base_descriptor_t *prepare_src(Endpoint *ep, opal_convertor_t *conv, uint8_t order,
                                            size_t reserve, size_t *size, uint32_t flags);
     /// Posts `des` on a path with a credit, or queues it until one has
-    /// (starting the connection if needed); OPAL_ERR_UNREACH when the
-    /// endpoint failed.
-    int send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag);
-    /// Sends header + payload now, or OPAL_ERR_OUT_OF_RESOURCE without
+    /// (starting the connection if needed): ok either way, and des_cbfunc
+    /// (when set) runs once it is sent or given up. kUnavailable
+    /// (OPAL_ERR_UNREACH) when the endpoint failed; `des` stays the caller's.
+    util::Status send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag);
+    /// Sends header + payload now, or answers retry_later() without
     /// touching the convertor when it cannot (not connected, sends queued,
-    /// no credit, slot or CQ room); after a hard posting error the packed
-    /// descriptor is handed back in *descriptor.
-    int sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t header_size,
-              size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
-              mca_btl_base_descriptor_t **descriptor);
+    /// no credit, slot or CQ room, larger than btl_max_send_size): the PML
+    /// then falls back to a descriptor. After a hard posting error (the
+    /// path is failed over) it is retry_later() too, with the packed
+    /// descriptor handed back in *descriptor. kInternal (OPAL_ERROR) when
+    /// the convertor could not be packed.
+    util::Status sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t header_size,
+                       size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
+                       mca_btl_base_descriptor_t **descriptor);
     /// RDMA write (`is_put`) or read of `size` bytes; `cbfunc` runs (without
-    /// the lock) when the whole operation is done. OPAL_ERR_OUT_OF_RESOURCE
-    /// while connecting or out of operations; OPAL_ERR_UNREACH once failed.
-    int rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote_address,
-             mca_btl_base_registration_handle_t *local_handle,
-             mca_btl_base_registration_handle_t *remote_handle, size_t size,
-             mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+    /// the lock) when the whole operation is done. retry_later() while
+    /// connecting (the connection is started) or out of operations or room;
+    /// kUnavailable once failed; kInvalidArgument without an endpoint or,
+    /// for a non-empty transfer, a handle.
+    util::Status rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote_address,
+                      mca_btl_base_registration_handle_t *local_handle,
+                      mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                      mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
     /// 64-bit fetch-and-add (op MCA_BTL_ATOMIC_ADD) or compare-and-swap
-    /// (`is_cswap`); other ops are OPAL_ERR_NOT_SUPPORTED. The old value
-    /// lands in `local_address` when it is given.
-    int atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
-               mca_btl_base_registration_handle_t *local_handle,
-               mca_btl_base_registration_handle_t *remote_handle, int op, uint64_t operand,
-               uint64_t compare, bool is_cswap, mca_btl_base_rdma_completion_fn_t cbfunc,
-               void *cbcontext, void *cbdata);
+    /// (`is_cswap`); other ops are kUnsupported (OPAL_ERR_NOT_SUPPORTED).
+    /// kInvalidArgument without an endpoint, with a target not 8-byte
+    /// aligned, or without a remote handle - the last with no message, as
+    /// Open MPI 4.1.4's osc/rdma asks that routinely for memory it reaches
+    /// through shared memory. Otherwise as rdma. The old value lands in
+    /// `local_address` when it is given.
+    util::Status atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
+                        mca_btl_base_registration_handle_t *local_handle,
+                        mca_btl_base_registration_handle_t *remote_handle, int op, uint64_t operand,
+                        uint64_t compare, bool is_cswap, mca_btl_base_rdma_completion_fn_t cbfunc,
+                        void *cbcontext, void *cbdata);
     /// Returns once no RDMA operation of `ep` (nullptr: of any endpoint) is
     /// outstanding, progressing the host meanwhile. Called without the lock.
-    int flush(Endpoint *ep);
+    /// Always ok.
+    util::Status flush(Endpoint *ep);
     /// Where PML errors go (btl_register_error).
     void set_error_cb(mca_btl_base_module_error_cb_fn_t cb) { error_cb_ = cb; }
 
@@ -172,6 +204,7 @@ public:
         // kSendDone / kRdmaDone
         Frag *frag = nullptr;
         RdmaOp *op = nullptr;
+        /// An OPAL code: what the PML's completion callback takes.
         int status = OPAL_SUCCESS;
         // kError
         std::string text;
@@ -217,8 +250,8 @@ private:
 
     // Sends (data/send.cc), lock held.
     int pick_path(Endpoint &ep, uint8_t order, bool control) const;
-    int post_frag(Endpoint &ep, Frag *f);
-    int post_frag_on(Endpoint &ep, size_t i, Frag *f);
+    util::Status post_frag(Endpoint &ep, Frag *f);
+    util::Status post_frag_on(Endpoint &ep, size_t i, Frag *f);
     void queue_pending(Endpoint &ep, Frag *f);
     /// A send must wait: counts a credit stall on a path that is up with
     /// a send-queue slot but no credit.
@@ -228,19 +261,21 @@ private:
     void release_frag(Frag *f);
 
     // RDMA (data/rdma.cc), lock held.
-    int post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op);
-    int start_rdma(Endpoint &ep, RdmaOp *op, size_t size);
-    int issue(Endpoint *ep, RdmaOp *op, size_t size);
-    int ready_for_rdma(Endpoint &ep);
-    RdmaOp *new_rdma_op(Endpoint &ep, void *local_address,
-                        mca_btl_base_registration_handle_t *local_handle,
-                        mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata,
-                        int *rc);
+    util::Status post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op);
+    util::Status start_rdma(Endpoint &ep, RdmaOp *op, size_t size);
+    util::Status issue(Endpoint &ep, RdmaOp *op, size_t size);
+    util::Status ready_for_rdma(Endpoint &ep, const char *what);
+    util::Result<RdmaOp *> new_rdma_op(Endpoint &ep, const char *what, void *local_address,
+                                       mca_btl_base_registration_handle_t *local_handle,
+                                       mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                                       void *cbdata);
+    /// `status` is an OPAL code, for the PML's callback.
     void rdma_done(RdmaOp *op, int status);
     void retry_rdma(Endpoint &ep);
     void on_rdma_completion(const ibv_wc &wc);
 
     // Completions (data/completions.cc), lock held.
+    /// `status` is an OPAL code, for the PML's callback.
     void complete_frag(Frag *f, int status);
     void handle_recv(const ibv_wc &wc);
     Path *account_completion(uint32_t qpn, Endpoint **ep);

@@ -13,10 +13,13 @@
 
 namespace roce::btl {
 
+using util::Code;
+using util::Result;
 using util::Status;
 
-// Posts `op` on path i (which must be up with a free slot).
-int DataPath::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
+// Posts `op` on path i (which must be up with a free slot). retry_later()
+// when the post failed: the path is failed over (path_failed has the error).
+Status DataPath::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
     Path &path = ep.paths_[i];
     ibv_send_wr wr{};
     ibv_sge sge = op->sge;
@@ -38,7 +41,7 @@ int DataPath::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
     int rc = verbs::normalize_rc(dev_.api().post_send(path.qp->get(), &wr, &bad), errno);
     if (rc != 0) {
         host_.path_failed(ep, i, Status::from_errno(rc, "ibv_post_send(RDMA)").message());
-        return OPAL_ERR_OUT_OF_RESOURCE;
+        return retry_later();
     }
     op->path = static_cast<int>(i);
     if (op->parent != nullptr) {
@@ -56,7 +59,7 @@ int DataPath::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
                                 static_cast<int>(op->opcode), sge.length, i, ep.label.c_str(),
                                 static_cast<unsigned long long>(op->remote_address), op->rkey));
     }
-    return OPAL_SUCCESS;
+    return Status::ok();
 }
 
 namespace {
@@ -67,8 +70,8 @@ constexpr size_t kMaxRdmaChunks = 64; // per operation; bounds the op pool it ta
 // rdma_chunk bytes, spread over every path that can take one now; chunks no
 // path can take yet wait on the endpoint's retry queue and go out as earlier
 // ones complete. Called with the lock held and the endpoint connected;
-// OPAL_ERR_OUT_OF_RESOURCE (nothing posted) when no path can take anything.
-int DataPath::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
+// retry_later() (nothing posted) when no path can take anything.
+Status DataPath::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
     std::vector<size_t> ready;
     for (size_t k = 0; k < ep.paths_.size(); ++k) {
         size_t i = (ep.next_path_ + k) % ep.paths_.size();
@@ -77,7 +80,7 @@ int DataPath::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
         }
     }
     if (ready.empty() || inflight_ + ready.size() > max_inflight_) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
+        return retry_later();
     }
     bool data = op->opcode == IBV_WR_RDMA_READ || op->opcode == IBV_WR_RDMA_WRITE;
     bool stripe = data && ready.size() > 1 && size >= cfg_.stripe_min;
@@ -97,7 +100,7 @@ int DataPath::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
             for (RdmaOp *p : parts) {
                 rdma_ops_.put(p);
             }
-            return OPAL_ERR_OUT_OF_RESOURCE;
+            return retry_later();
         }
         size_t len = std::min(chunk, size - off);
         c->ep = &ep;
@@ -126,7 +129,7 @@ int DataPath::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
                 inflight_ >= max_inflight_ || path.tx.chunks >= cfg_.chunks_per_path) {
                 continue;
             }
-            posted = post_rdma_on(ep, ready[r % ready.size()], part) == OPAL_SUCCESS;
+            posted = post_rdma_on(ep, ready[r % ready.size()], part).is_ok();
         }
         if (!posted) {
             part->next_retry = nullptr;
@@ -135,56 +138,66 @@ int DataPath::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
         }
     }
     ep.next_path_ = static_cast<unsigned>(ready[0] + 1);
-    return OPAL_SUCCESS;
+    return Status::ok();
 }
 
 // Common entry of put/get/atomics once the work request is described.
-int DataPath::issue(Endpoint *ep, RdmaOp *op, size_t size) {
-    int rc = start_rdma(*ep, op, size);
-    if (rc != OPAL_SUCCESS) {
+Status DataPath::issue(Endpoint &ep, RdmaOp *op, size_t size) {
+    Status s = start_rdma(ep, op, size);
+    if (!s) {
         rdma_ops_.put(op);
-        return rc;
+        return s;
     }
-    ++ep->rdma_outstanding_;
-    return OPAL_SUCCESS;
+    ++ep.rdma_outstanding_;
+    return Status::ok();
 }
 
-int DataPath::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote_address,
-                   mca_btl_base_registration_handle_t *local_handle,
-                   mca_btl_base_registration_handle_t *remote_handle, size_t size,
-                   mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
-    if (ep == nullptr || (size > 0 && (remote_handle == nullptr || local_handle == nullptr))) {
-        return OPAL_ERR_BAD_PARAM;
+Status DataPath::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t remote_address,
+                      mca_btl_base_registration_handle_t *local_handle,
+                      mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                      mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+    const char *what = is_put ? "RDMA write" : "RDMA read";
+    if (ep == nullptr) {
+        return Status(Code::kInvalidArgument, util::format("%s: no endpoint", what));
+    }
+    if (size > 0 && (remote_handle == nullptr || local_handle == nullptr)) {
+        return Status(Code::kInvalidArgument,
+                      util::format("%s of %zu bytes to %s: no %s registration handle", what, size,
+                                   ep->label.c_str(), remote_handle ? "local" : "remote"));
     }
     OPAL_THREAD_LOCK(&lock_);
-    int rc = OPAL_SUCCESS;
-    RdmaOp *op = new_rdma_op(*ep, local_address, local_handle, cbfunc, cbcontext, cbdata, &rc);
-    if (op == nullptr) {
+    Result<RdmaOp *> made =
+        new_rdma_op(*ep, what, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    if (!made) {
         OPAL_THREAD_UNLOCK(&lock_);
-        return rc;
+        return made.status();
     }
+    RdmaOp *op = *made;
     op->opcode = is_put ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
     op->sge.addr = reinterpret_cast<uint64_t>(local_address);
     op->sge.length = static_cast<uint32_t>(size);
     op->sge.lkey = local_handle ? local_handle->lkey : 0;
     op->remote_address = remote_address;
     op->rkey = remote_handle ? remote_handle->rkey : 0;
-    rc = issue(ep, op, size);
+    Status s = issue(*ep, op, size);
     OPAL_THREAD_UNLOCK(&lock_);
-    return rc;
+    return s;
 }
 
-// An operation for ep with its completion and local side filled in, or
-// nullptr with *rc saying why (not connected yet, failed, no descriptor).
-RdmaOp *DataPath::new_rdma_op(Endpoint &ep, void *local_address,
-                              mca_btl_base_registration_handle_t *local_handle,
-                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
-                              void *cbdata, int *rc) {
-    *rc = ready_for_rdma(ep);
-    RdmaOp *op = *rc == OPAL_SUCCESS ? rdma_ops_.get() : nullptr;
+// An operation for ep with its completion and local side filled in, or why
+// there is none: not connected yet, failed (ready_for_rdma), or no
+// operation free (retry_later()). `what` names the operation in an error.
+Result<RdmaOp *> DataPath::new_rdma_op(Endpoint &ep, const char *what, void *local_address,
+                                       mca_btl_base_registration_handle_t *local_handle,
+                                       mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                                       void *cbdata) {
+    Status ready = ready_for_rdma(ep, what);
+    if (!ready) {
+        return ready;
+    }
+    RdmaOp *op = rdma_ops_.get();
     if (op == nullptr) {
-        *rc = *rc == OPAL_SUCCESS ? OPAL_ERR_OUT_OF_RESOURCE : *rc;
-        return nullptr;
+        return retry_later();
     }
     op->cbfunc = cbfunc;
     op->cbcontext = cbcontext;
@@ -195,43 +208,59 @@ RdmaOp *DataPath::new_rdma_op(Endpoint &ep, void *local_address,
     return op;
 }
 
-// OPAL_SUCCESS when ep can take an RDMA operation now; otherwise starts the
-// connection if needed and says why not.
-int DataPath::ready_for_rdma(Endpoint &ep) {
+// Ok when ep can take an RDMA operation now; otherwise starts the
+// connection if needed and says why not (kUnavailable: failed).
+Status DataPath::ready_for_rdma(Endpoint &ep, const char *what) {
     if (ep.state == EpState::kFailed) {
-        return OPAL_ERR_UNREACH;
+        return Status(Code::kUnavailable,
+                      util::format("%s to %s: the peer has failed", what, ep.label.c_str()));
     }
     if (ep.state != EpState::kConnected) {
         host_.start_connect(ep);
-        return OPAL_ERR_OUT_OF_RESOURCE; // the caller retries after progress
+        return retry_later(); // the caller retries after progress
     }
-    return OPAL_SUCCESS;
+    return Status::ok();
 }
 
-int DataPath::atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
-                     mca_btl_base_registration_handle_t *local_handle,
-                     mca_btl_base_registration_handle_t *remote_handle, int op_code,
-                     uint64_t operand, uint64_t compare, bool is_cswap,
-                     mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+Status DataPath::atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
+                        mca_btl_base_registration_handle_t *local_handle,
+                        mca_btl_base_registration_handle_t *remote_handle, int op_code,
+                        uint64_t operand, uint64_t compare, bool is_cswap,
+                        mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
     // Verbs atomics are 64-bit fetch-and-add and compare-and-swap; only
     // those are advertised (btl_atomic_flags), so osc/rdma emulates the rest.
     if (!is_cswap && op_code != MCA_BTL_ATOMIC_ADD) {
-        return OPAL_ERR_NOT_SUPPORTED;
+        return Status(Code::kUnsupported,
+                      util::format("atomic op %d: only 64-bit fetch-and-add and compare-and-swap "
+                                   "are supported",
+                                   op_code));
     }
+    const char *what = is_cswap ? "atomic compare-and-swap" : "atomic fetch-and-add";
     // A remote handle is required (the target memory must be registered).
     // Open MPI 4.1.4's osc/rdma calls cswap with none for windows it could
     // reach through shared memory, and handles the error by using CPU
-    // atomics there, which is the right thing for that memory.
-    if (ep == nullptr || remote_handle == nullptr || (remote_address & 7) != 0) {
-        return OPAL_ERR_BAD_PARAM;
+    // atomics there, which is the right thing for that memory. That is its
+    // routine path, so the answer carries no message (nothing to format).
+    if (remote_handle == nullptr) {
+        return Status(Code::kInvalidArgument, std::string());
+    }
+    if (ep == nullptr) {
+        return Status(Code::kInvalidArgument, util::format("%s: no endpoint", what));
+    }
+    if ((remote_address & 7) != 0) {
+        return Status(Code::kInvalidArgument,
+                      util::format("%s at 0x%llx on %s: the target is not 8-byte aligned", what,
+                                   static_cast<unsigned long long>(remote_address),
+                                   ep->label.c_str()));
     }
     OPAL_THREAD_LOCK(&lock_);
-    int rc = OPAL_SUCCESS;
-    RdmaOp *op = new_rdma_op(*ep, local_address, local_handle, cbfunc, cbcontext, cbdata, &rc);
-    if (op == nullptr) {
+    Result<RdmaOp *> made =
+        new_rdma_op(*ep, what, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    if (!made) {
         OPAL_THREAD_UNLOCK(&lock_);
-        return rc;
+        return made.status();
     }
+    RdmaOp *op = *made;
     op->opcode = is_cswap ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD;
     op->sge.length = 8;
     if (local_address != nullptr && local_handle != nullptr) {
@@ -248,9 +277,9 @@ int DataPath::atomic(Endpoint *ep, void *local_address, uint64_t remote_address,
     op->rkey = remote_handle->rkey;
     op->compare_add = is_cswap ? compare : operand;
     op->swap = is_cswap ? operand : 0;
-    rc = issue(ep, op, 8);
+    Status s = issue(*ep, op, 8);
     OPAL_THREAD_UNLOCK(&lock_);
-    return rc;
+    return s;
 }
 
 void DataPath::on_rdma_completion(const ibv_wc &wc) {
@@ -318,7 +347,7 @@ void DataPath::retry_rdma(Endpoint &ep) {
         }
         ep.rdma_retry_ = op->next_retry;
         op->next_retry = nullptr;
-        if (post_rdma_on(ep, static_cast<size_t>(i), op) != OPAL_SUCCESS) {
+        if (!post_rdma_on(ep, static_cast<size_t>(i), op)) {
             op->next_retry = ep.rdma_retry_;
             ep.rdma_retry_ = op;
         }
@@ -348,7 +377,7 @@ void DataPath::rdma_done(RdmaOp *op, int status) {
     deferred_.push_back(std::move(d));
 }
 
-int DataPath::flush(Endpoint *ep) {
+Status DataPath::flush(Endpoint *ep) {
     // Everything issued so far is done when nothing is outstanding.
     for (;;) {
         OPAL_THREAD_LOCK(&lock_);
@@ -362,7 +391,7 @@ int DataPath::flush(Endpoint *ep) {
         }
         OPAL_THREAD_UNLOCK(&lock_);
         if (left == 0) {
-            return OPAL_SUCCESS;
+            return Status::ok();
         }
         (void)host_.progress(); // without the lock
     }

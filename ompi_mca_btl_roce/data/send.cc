@@ -11,11 +11,13 @@
 
 #include "opal/datatype/opal_convertor.h"
 
+#include "btl_roce_log.h"
 #include "util/strings.h"
 
 namespace roce::btl {
 
-using util::LogLevel;
+using util::Code;
+using util::Status;
 
 namespace {
 // Contiguous data at least this large is sent from the user's buffer
@@ -50,11 +52,11 @@ void DataPath::release_frag(Frag *f) {
     dev_.frags().put(f);
 }
 
-int DataPath::free_des(mca_btl_base_descriptor_t *des) {
+Status DataPath::free_des(mca_btl_base_descriptor_t *des) {
     OPAL_THREAD_LOCK(&lock_);
     release_frag(reinterpret_cast<Frag *>(des));
     OPAL_THREAD_UNLOCK(&lock_);
-    return OPAL_SUCCESS;
+    return Status::ok();
 }
 
 mca_btl_base_descriptor_t *DataPath::prepare_src(Endpoint *ep, opal_convertor_t *conv,
@@ -89,7 +91,7 @@ mca_btl_base_descriptor_t *DataPath::prepare_src(Endpoint *ep, opal_convertor_t 
             uint32_t n = 1;
             if (opal_convertor_pack(conv, &iov, &n, &max_data) < 0) {
                 (void)host_.deregister_mem(h);
-                free_des(&f->base);
+                (void)free_des(&f->base);
                 return nullptr;
             }
             f->inplace = true;
@@ -107,7 +109,7 @@ mca_btl_base_descriptor_t *DataPath::prepare_src(Endpoint *ep, opal_convertor_t 
     iovec iov{payload + reserve, max_data};
     uint32_t n = 1;
     if (opal_convertor_pack(conv, &iov, &n, &max_data) < 0) {
-        free_des(&f->base);
+        (void)free_des(&f->base);
         return nullptr;
     }
     f->segments[0].seg_len = reserve + max_data;
@@ -149,36 +151,39 @@ int DataPath::pick_path(Endpoint &ep, uint8_t order, bool control) const {
     return -1;
 }
 
-// Posts one frag on a path of its choosing; OPAL_ERR_OUT_OF_RESOURCE with no
-// side effects when no path has a credit, a slot and CQ room, or when the
+// Posts one frag on a path of its choosing; retry_later() with no side
+// effects when no path has a credit, a slot and CQ room, or when the
 // fragment window of the endpoint is full.
-int DataPath::post_frag(Endpoint &ep, Frag *f) {
+Status DataPath::post_frag(Endpoint &ep, Frag *f) {
     if (inflight_ >= max_inflight_) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
+        return retry_later();
     }
     int i = pick_path(ep, f->base.order, f->control);
     if (i < 0) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
+        return retry_later();
     }
-    int rc = post_frag_on(ep, static_cast<size_t>(i), f);
-    if (rc == OPAL_SUCCESS) {
+    Status s = post_frag_on(ep, static_cast<size_t>(i), f);
+    if (s) {
         ep.next_path_ = static_cast<unsigned>(i + 1);
     }
-    return rc;
+    return s;
 }
 
-int DataPath::post_frag_on(Endpoint &ep, size_t i, Frag *f) {
+// retry_later() when the window or the path's credits are full, and when the
+// post itself failed: the path is failed over (path_failed has the error) and
+// the fragment goes out again on another.
+Status DataPath::post_frag_on(Endpoint &ep, size_t i, Frag *f) {
     Path &path = ep.paths_[i];
     if (!f->control && !f->has_seq) {
         // Number it, unless that would put it beyond the receiver's window.
         if (ep.next_seq_ - ep.completed_.next_expected() >= cfg_.seq_span) {
-            return OPAL_ERR_OUT_OF_RESOURCE;
+            return retry_later();
         }
         f->seq = ep.next_seq_++;
         f->has_seq = true;
     }
     if (!(f->control ? path.tx.credits.take_for_control() : path.tx.credits.take_for_data())) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
+        return retry_later();
     }
     wire::FragHeader h;
     h.tag = f->tag;
@@ -212,8 +217,8 @@ int DataPath::post_frag_on(Endpoint &ep, size_t i, Frag *f) {
     if (rc != 0) {
         path.tx.credits.untake();
         path.tx.credits.owe(h.credits);
-        host_.path_failed(ep, i, util::Status::from_errno(rc, "ibv_post_send(RC)").message());
-        return OPAL_ERR_OUT_OF_RESOURCE; // queued; resent on another path
+        host_.path_failed(ep, i, Status::from_errno(rc, "ibv_post_send(RC)").message());
+        return retry_later(); // queued; resent on another path
     }
     --path.tx.sq_free;
     ++path.tx.outstanding;
@@ -221,7 +226,7 @@ int DataPath::post_frag_on(Endpoint &ep, size_t i, Frag *f) {
     f->path = static_cast<int>(i);
     f->base.order = static_cast<uint8_t>(i);
     path.tx.stats.bytes += f->segments[0].seg_len + (f->inplace ? f->segments[1].seg_len : 0);
-    return OPAL_SUCCESS;
+    return Status::ok();
 }
 
 void DataPath::note_stall(Endpoint &ep) {
@@ -237,16 +242,16 @@ void DataPath::note_stall(Endpoint &ep) {
 void DataPath::drain_pending(Endpoint &ep) {
     while (ep.state == EpState::kConnected && ep.pending_head_ != nullptr) {
         Frag *f = ep.pending_head_;
-        int rc = post_frag(ep, f);
-        if (rc == OPAL_ERR_OUT_OF_RESOURCE) {
+        Status s = post_frag(ep, f);
+        if (s.code() == Code::kResourceExhausted) {
             break; // a completion, returned credits or a path coming up calls us again
         }
         ep.pending_head_ = f->next;
         if (ep.pending_head_ == nullptr) {
             ep.pending_tail_ = nullptr;
         }
-        if (rc != OPAL_SUCCESS) {
-            complete_frag(f, rc);
+        if (!s) {
+            complete_frag(f, to_opal(s));
         }
     }
     for (size_t i = 0; i < ep.paths_.size(); ++i) {
@@ -275,43 +280,44 @@ void DataPath::maybe_send_credits(Endpoint &ep, size_t i) {
     f->control = true;
     f->segments[0].seg_len = 0;
     f->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
-    if (post_frag_on(ep, i, f) != OPAL_SUCCESS) {
+    if (!post_frag_on(ep, i, f)) {
         dev_.frags().put(f);
     }
 }
 
-int DataPath::send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) {
+Status DataPath::send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) {
     Frag *f = reinterpret_cast<Frag *>(des);
     f->tag = tag;
     f->endpoint = ep;
     OPAL_THREAD_LOCK(&lock_);
-    int rc = OPAL_SUCCESS;
+    Status s;
     if (ep->state == EpState::kFailed) {
-        rc = OPAL_ERR_UNREACH;
+        s = Status(Code::kUnavailable,
+                   util::format("send to %s: the peer has failed", ep->label.c_str()));
     } else if (ep->state == EpState::kConnected && ep->pending_head_ == nullptr) {
-        rc = post_frag(*ep, f);
-        if (rc == OPAL_ERR_OUT_OF_RESOURCE) {
+        s = post_frag(*ep, f);
+        if (s.code() == Code::kResourceExhausted) {
             note_stall(*ep);
             queue_pending(*ep, f);
-            rc = OPAL_SUCCESS;
+            s = Status::ok(); // accepted: it completes through des_cbfunc
         }
     } else {
         queue_pending(*ep, f);
         host_.start_connect(*ep);
     }
     OPAL_THREAD_UNLOCK(&lock_);
-    return rc;
+    return s;
 }
 
-int DataPath::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t header_size,
-                    size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
-                    mca_btl_base_descriptor_t **descriptor) {
+Status DataPath::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t header_size,
+                       size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
+                       mca_btl_base_descriptor_t **descriptor) {
     size_t total = header_size + payload_size;
     if (descriptor != nullptr) {
         *descriptor = nullptr;
     }
     if (total > btl_->btl_max_send_size) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
+        return retry_later();
     }
     OPAL_THREAD_LOCK(&lock_);
     if (ep->state != EpState::kConnected || ep->pending_head_ != nullptr) {
@@ -319,7 +325,7 @@ int DataPath::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t h
             host_.start_connect(*ep);
         }
         OPAL_THREAD_UNLOCK(&lock_);
-        return OPAL_ERR_OUT_OF_RESOURCE; // the PML falls back to alloc + send
+        return retry_later(); // the PML falls back to alloc + send
     }
     // Check every resource before packing: once packed, the PML's convertor
     // has moved on and the data could not be packed again.
@@ -328,7 +334,7 @@ int DataPath::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t h
     Frag *f = can_post ? dev_.frags().get() : nullptr;
     if (f == nullptr) {
         OPAL_THREAD_UNLOCK(&lock_);
-        return OPAL_ERR_OUT_OF_RESOURCE;
+        return retry_later();
     }
     uint8_t *p = f->buf + wire::kFragHeaderSize;
     std::memcpy(p, header, header_size);
@@ -339,7 +345,9 @@ int DataPath::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t h
         if (opal_convertor_pack(conv, &iov, &n, &max_data) < 0 || max_data != payload_size) {
             dev_.frags().put(f);
             OPAL_THREAD_UNLOCK(&lock_);
-            return OPAL_ERROR;
+            return Status(Code::kInternal,
+                          util::format("sendi to %s: the convertor packed %zu of %zu bytes",
+                                       ep->label.c_str(), max_data, payload_size));
         }
     }
     f->endpoint = ep;
@@ -347,8 +355,8 @@ int DataPath::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t h
     f->segments[0].seg_len = total;
     f->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
     f->base.order = order;
-    int rc = post_frag(*ep, f);
-    if (rc != OPAL_SUCCESS) {
+    Status s = post_frag(*ep, f);
+    if (!s) {
         // Only a hard posting error gets here (resources were checked). The
         // data is packed: hand the descriptor back so the PML resets its
         // convertor and sends it through the normal path.
@@ -360,7 +368,7 @@ int DataPath::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_t h
         }
     }
     OPAL_THREAD_UNLOCK(&lock_);
-    return rc == OPAL_SUCCESS ? OPAL_SUCCESS : OPAL_ERR_OUT_OF_RESOURCE;
+    return s ? Status::ok() : retry_later();
 }
 
 } // namespace roce::btl

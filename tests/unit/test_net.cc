@@ -74,3 +74,14 @@ TEST_CASE("Subnet parses, masks and tests membership", "[util][net]") {
     CHECK(why == "'bond0' is not an IPv4 or IPv6 address");
     CHECK_FALSE(Subnet::parse("10.0.0.0/x", &why));
 }
+
+TEST_CASE("IpAddress tells unique-local IPv6 (fc00::/7) from link-local and global",
+          "[util][net]") {
+    CHECK(IpAddress::parse("fd93:16d3:59b6:2d::11")->is_unique_local());
+    CHECK(IpAddress::parse("fc00::1")->is_unique_local());
+    CHECK_FALSE(IpAddress::parse("fd93:16d3:59b6:2d::11")->is_link_local());
+    CHECK_FALSE(IpAddress::parse("fe80::1")->is_unique_local());
+    CHECK_FALSE(IpAddress::parse("fe00::1")->is_unique_local());
+    CHECK_FALSE(IpAddress::parse("2001:db8::1")->is_unique_local());
+    CHECK_FALSE(IpAddress::parse("252.0.0.1")->is_unique_local()); // IPv4 0xfc: not IPv6
+}

@@ -1,6 +1,7 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 // The snapshot readers: sysfs with a root, captured directories, live
 // (rdma-core through a VerbsApi) - and that all three agree.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -345,4 +346,56 @@ TEST_CASE("sysfs reader: real sysfs symlinks and a capture's link files read ali
     REQUIRE_FALSE(missing.is_ok());
     CHECK(missing.status().message() ==
           "lstat " + net + "lo/master failed: No such file or directory (2)");
+}
+
+TEST_CASE("sysfs reader: overlay kinds from DEVTYPE, stacked devices from lower_*",
+          "[topo][sysfs]") {
+    // What sysfs shows (checked in a network namespace on Linux 6.1): a
+    // VXLAN's uevent says DEVTYPE=vxlan, a bridge's DEVTYPE=bridge (and
+    // Geneve's DEVTYPE=geneve); a macvlan has no DEVTYPE, only a lower_*
+    // link to the device it sits on, and no `device` link (no hardware).
+    TempDir t;
+    testing::copy_tree(fixture_dir("mlx5_lag"), t.path());
+    const std::string net = t.path() + "/sys/class/net/";
+    auto add = [&](const std::string &name, int ifindex, const std::string &uevent) {
+        REQUIRE(::mkdir((net + name).c_str(), 0755) == 0);
+        testing::write_file(net + name + "/ifindex", std::to_string(ifindex) + "\n");
+        testing::write_file(net + name + "/mtu", "1450\n");
+        testing::write_file(net + name + "/operstate", "up\n");
+        testing::write_file(net + name + "/uevent", uevent);
+    };
+    add("vxlan100", 20, "DEVTYPE=vxlan\nINTERFACE=vxlan100\nIFINDEX=20\n");
+    add("br0", 21, "DEVTYPE=bridge\nINTERFACE=br0\nIFINDEX=21\n");
+    add("mv0", 22, "INTERFACE=mv0\nIFINDEX=22\n");
+    testing::write_file(net + "mv0/lower_bond0", "../bond0\n");
+    using topo::fs::Links;
+    using topo::fs::Tree;
+    auto got = topo::read_netdevs_sysfs(Tree(t.path(), Links::kRefuse), nullptr);
+    REQUIRE(got.is_ok());
+    topo::Snapshot s;
+    s.netdevs = *got;
+    REQUIRE(s.find_netdev("vxlan100") != nullptr);
+    CHECK(s.find_netdev("vxlan100")->kind == "vxlan");
+    CHECK(s.find_netdev("vxlan100")->parent.empty());
+    CHECK(s.find_netdev("br0")->kind == "bridge");
+    CHECK(s.find_netdev("mv0")->kind.empty());
+    CHECK(s.find_netdev("mv0")->parent == "bond0");
+    // A physical netdev (no lower_*) keeps no parent; the VLAN keeps its own.
+    CHECK(s.find_netdev("ens1f0np0")->parent.empty());
+    CHECK(s.find_netdev("bond0.3027")->parent == "bond0");
+}
+
+TEST_CASE("ip -j -d link: ipvlan, macvtap and ipvtap sit on their link", "[topo][ip]") {
+    auto got = topo::parse_ip_link_json(
+        R"([{"ifindex":7,"ifname":"ipv0","link":"bond0","mtu":1500,"operstate":"UP",
+             "linkinfo":{"info_kind":"ipvlan"}},
+            {"ifindex":8,"ifname":"vx0","mtu":1450,"operstate":"UP",
+             "linkinfo":{"info_kind":"vxlan"}}])",
+        "test");
+    REQUIRE(got.is_ok());
+    REQUIRE(got->size() == 2);
+    CHECK((*got)[0].kind == "ipvlan");
+    CHECK((*got)[0].parent == "bond0");
+    CHECK((*got)[1].kind == "vxlan");
+    CHECK((*got)[1].parent.empty());
 }

@@ -92,8 +92,10 @@ TEST_CASE("select: the two-member mlx5 LAG, with and without peers", "[select][l
          "mlx5_bond_0:1", {}, nullptr, 3,
          {"port: mlx5_bond_0 port 1 of 1 (phys_port_cnt), ACTIVE, Ethernet",
           "gid: gid[3] ::ffff:198.18.0.11 (RoCE v2, bond0, 198.18.0.11/24): best of 8 usable GIDs "
-          "(link-local only as a last resort, RoCE v2 before v1, IPv4-mapped before IPv6, lowest "
-          "index on ties)",
+          "(link-local only as a last resort, RoCE v2 before v1, IPv4-mapped before IPv6, the "
+          "port's own netdev or a VLAN on it before overlays and other devices, lowest index on "
+          "ties)",
+          "decided by: the lowest index, a tie (gid[5] on bond0.3027 ranked next)",
           "tie: gid[5] (bond0.3027) ranks the same and the lower index won; give a peer address "
           "or btl_roce_if_include to choose by subnet or netdev",
           "others: gid[0], gid[1], gid[6], gid[7]: link-local, a last resort; gid[2], gid[4]: "
