@@ -176,16 +176,16 @@ TEST_CASE("roce-doctor: the job's settings decide, and the report says where eac
         auto r = testing::doctor_run(from, env);
         INFO(r.out << r.err);
         CHECK(r.status == 0);
-        CHECK_THAT(r.out, Catch::Matchers::Contains(
+        CHECK_THAT(r.out, contains_text(
                               "setting: btl_roce_if_include = bond0.3027 (from "
                               "OMPI_MCA_btl_roce_if_include)"));
-        CHECK_THAT(r.out, Catch::Matchers::Contains("selection: gid[5] ::ffff:198.19.0.11"));
+        CHECK_THAT(r.out, contains_text("selection: gid[5] ::ffff:198.19.0.11"));
     }
     SECTION("system file + environment: both apply, and the doctor shows the clash") {
         auto r = testing::doctor_run(from, env);
         INFO(r.out << r.err);
         CHECK(r.status == 1);
-        CHECK_THAT(r.out, Catch::Matchers::Contains(
+        CHECK_THAT(r.out, contains_text(
                               "selection: none: btl_roce_gid_index = 3: gid[3] "
                               "::ffff:198.18.0.11 (RoCE v2, bond0, 198.18.0.11/24) is not usable: "
                               "netdev bond0 is not in btl_roce_if_include (bond0.3027)"));
@@ -194,26 +194,26 @@ TEST_CASE("roce-doctor: the job's settings decide, and the report says where eac
         env.environment.erase("OMPI_MCA_btl_roce_if_include");
         auto r = testing::doctor_run(from, env);
         INFO(r.out << r.err);
-        CHECK_THAT(r.out, Catch::Matchers::Contains(
+        CHECK_THAT(r.out, contains_text(
                               "setting: btl_roce_gid_index = 3 (from "
                               "/etc/openmpi/openmpi-mca-params.conf:1)"));
-        CHECK_THAT(r.out, Catch::Matchers::Contains("selection: gid[3]"));
+        CHECK_THAT(r.out, contains_text("selection: gid[3]"));
         auto cli = from;
         cli.insert(cli.end(), {"--mca", "btl_roce_gid_index", "5"});
         auto r2 = testing::doctor_run(cli, env);
         INFO(r2.out << r2.err);
-        CHECK_THAT(r2.out, Catch::Matchers::Contains(
+        CHECK_THAT(r2.out, contains_text(
                                "setting: btl_roce_gid_index = 5 (from --mca btl_roce_gid_index; "
                                "overrides /etc/openmpi/openmpi-mca-params.conf:1)"));
-        CHECK_THAT(r2.out, Catch::Matchers::Contains("selection: gid[5]"));
-        CHECK_THAT(r2.out, Catch::Matchers::Contains(
+        CHECK_THAT(r2.out, contains_text("selection: gid[5]"));
+        CHECK_THAT(r2.out, contains_text(
                                "decided by: btl_roce_gid_index = 5, set explicitly"));
     }
     SECTION("a bad value names its source") {
         env.environment["OMPI_MCA_btl_roce_roce_version"] = "3";
         auto r = testing::doctor_run(from, env);
         CHECK(r.status == 2);
-        CHECK_THAT(r.err, Catch::Matchers::Contains(
+        CHECK_THAT(r.err, contains_text(
                               "btl_roce_roce_version (from OMPI_MCA_btl_roce_roce_version) '3' "
                               "is invalid: use auto, 1 or 2"));
     }

@@ -112,7 +112,7 @@ void check(const Case &c) {
     REQUIRE(pc.ok());
     CHECK(pc.selection->gid_index == c.want_index);
     for (const auto &w : c.want) {
-        CHECK_THAT(pc.explanation(), Catch::Matchers::Contains(w));
+        CHECK_THAT(pc.explanation(), contains_text(w));
     }
 }
 
