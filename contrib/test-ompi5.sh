@@ -1,0 +1,99 @@
+#!/bin/sh
+# contrib/test-ompi5.sh: the Open MPI 5.0 tier of contrib/test.sh (issue 20).
+# In a Debian 13 root (contrib/debian13-root: built from Debian's package
+# registry the first time, then reused, or restored from its cached tarball
+# in /var/cache/ompi-roce/debian13) it builds this checkout against Debian
+# 13's Open MPI 5.0.7 (g++ 14, Catch2 3, rdma-core 56) in _build-test-ompi5/
+# and runs what tiers 1-3 of contrib/test.sh run against the host's 4.1:
+#   1. unit tests (make check)
+#   2. component checks against the root's Open MPI 5.0.7 (make install &&
+#      make installcheck: ompi_info lists both components and their
+#      parameters, hello runs over ob1 + btl self,sm,roce, ...)
+#   3. the MPI test programs (tests/mpi/run-suite, quick mode, osc sm) with
+#      the installed components: pml ob1 over btl self,sm,roce as the
+#      reference (btl roce declines on a host without an RDMA device, and
+#      then ob1 runs over self,sm: said so before the run), pml roce over
+#      self,sm at 2 ranks, and at 4 and 8 oversubscribed ranks (--strict)
+#      through tests/mpi/soak (one run each, a hang stopped after 120 s).
+# Needs root (a chroot and mounts in a private mount namespace); without it
+# it says SKIP with the reason and exits 77. Exit status 0 when all pass.
+#
+# usage: contrib/test-ompi5.sh
+#   (contrib/debian13-root's environment variables choose the root and cache)
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+build="$top/_build-test-ompi5"
+
+if [ "${1:-}" != --in-root ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "SKIP: the Open MPI 5.0 tier needs root (contrib/debian13-root chroots and mounts)"
+        exit 77
+    fi
+    "$top/contrib/debian13-root" build
+    # The source tree (and so $build) is bound at the same path in the root.
+    exec "$top/contrib/debian13-root" run -- "$top/contrib/test-ompi5.sh" --in-root
+fi
+
+# ---- inside the Debian 13 root ----------------------------------------------
+jobs=$(nproc 2>/dev/null || echo 2)
+start=$(date +%s)
+part() { printf '\n--> Open MPI 5.0: %s (%ss)\n' "$1" "$(($(date +%s) - start))"; }
+show_failed_logs() {
+    for trs in $(grep -l -r --include='*.trs' -E '^:test-result: (FAIL|ERROR)' "$1"); do
+        printf '\n--- %s\n' "${trs%.trs}.log"
+        tail -n 60 "${trs%.trs}.log"
+    done
+}
+. /etc/os-release
+echo "in $PRETTY_NAME: Open MPI $(dpkg-query -W -f='${Version}' libopenmpi-dev)," \
+    "$(g++ --version | head -n 1), Catch2 $(dpkg-query -W -f='${Version}' catch2)"
+
+part "configure"
+# A fresh clone has no configure yet (contrib/test.sh runs autogen.sh first).
+[ -x "$top/configure" ] || (cd "$top" && ./autogen.sh)
+rm -rf "$build"
+mkdir -p "$build"
+cd "$build"
+"$top/configure" --enable-werror --prefix="$build/inst" \
+    --with-ompi-component-dir="$build/inst/lib/ompi-components" >configure.log 2>&1 ||
+    { tail -30 configure.log; exit 1; }
+sed -n '/^ompi-roce .* configured:/,$p' configure.log
+
+part "build"
+make -j"$jobs" >make.log 2>&1 || { grep -E 'error|Error' make.log | head -30; exit 1; }
+
+part "unit tests (make check)"
+rc=0
+make -j"$jobs" check >check.log 2>&1 || rc=$?
+grep -E '^  test_|^# (TOTAL|PASS|FAIL|ERROR)|^(FAIL|ERROR):' check.log || true
+[ $rc = 0 ] || { show_failed_logs .; exit 1; }
+
+part "component checks (make install && make installcheck)"
+make install >install.log 2>&1 || { tail -30 install.log; exit 1; }
+rc=0
+make installcheck >installcheck.log 2>&1 || rc=$?
+grep -E '^(PASS|FAIL|component checks)|^    \|' installcheck.log
+[ $rc = 0 ] || exit 1
+
+part "MPI programs (tests/mpi/run-suite and soak, quick)"
+# OPAL's project-qualified name: 5.0's mpirun hands the plain
+# mca_base_component_path to PMIx too, which warns about our directory
+# (tests/mpi/check-components.sh).
+export OMPI_MCA_opal_mca_base_component_path="$build/inst/lib/ompi-components:SYS_DEFAULT"
+suite() { "$top/tests/mpi/run-suite" --bindir "$build/tests/mpi" --osc sm --quick "$@"; }
+if [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+    echo "note: no RDMA device on this host: btl roce declines (its reason: make installcheck above), so the reference is ob1 over self,sm"
+fi
+# ob1 is the reference. Open MPI 5.0.7's ob1 passes commfree (4.1.4's
+# crashes there: tests/mpi/README.md, defect 4), so nothing is left out.
+suite --np 2 --mca pml ob1 --mca btl self,sm,roce
+suite --np 2 --mca pml roce --mca btl self,sm
+soak() {
+    "$top/tests/mpi/soak" --bindir "$build/tests/mpi" --np "$1" --runs 1 --hang-after 120 \
+        --results "$build/soak-np$1" -- --quick --strict --osc sm --oversubscribe \
+        --mca pml roce --mca btl self,sm ||
+        { cat "$build/soak-np$1"/run-*/suite.out 2>/dev/null; exit 1; }
+}
+soak 4
+soak 8
+printf '\n--> Open MPI 5.0: all passed (%ss)\n' "$(($(date +%s) - start))"
