@@ -8,6 +8,8 @@
 // are preflighted against the same view.
 #include "connector/connector.h"
 
+#include <algorithm>
+
 #include "btl_roce_module.h"
 #include "util/net.h"
 #include "util/strings.h"
