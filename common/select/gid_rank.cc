@@ -283,11 +283,9 @@ GidRanking rank_gids(const topo::Snapshot &snapshot, const topo::DeviceInfo &dev
             r.prefix = local_prefix(snapshot, g);
             r.netdev = snapshot.find_netdev(g.netdev);
             util::IpAddress addr = g.address();
-            NetdevRole role = netdev_role(snapshot, own, g.netdev);
-            r.role = role.why;
             r.key = {netdev_up(r.netdev) ? 0 : 1, link_local_rank(addr),
                      g.type == GidType::kRoceV2 ? 0 : 1, addr.is_v4() ? 0 : 1,
-                     role.own ? 0 : 1,
+                     carries_port_roce(snapshot, own, g.netdev) ? 0 : 1,
                      peer != nullptr ? subnet_number(addr, r.prefix) : 0, g.index};
             if (peer != nullptr) {
                 r.reached = reaches(g, r.prefix, r.netdev, *peer);
@@ -304,6 +302,20 @@ GidRanking rank_gids(const topo::Snapshot &snapshot, const topo::DeviceInfo &dev
     }
     std::sort(out.candidates.begin(), out.candidates.end(),
               [](const RankedGid &a, const RankedGid &b) { return a.key < b.key; });
+    // The roles in words, only where the explanation uses them: the GIDs
+    // that lost to the best on this rule, and the best. (For every GID it
+    // doubled the allocations of a connection: 256 slots x 3 strings.)
+    bool own_decided = false;
+    for (size_t i = 1; i < out.candidates.size(); ++i) {
+        RankedGid &r = out.candidates[i];
+        if (first_difference(r, out.candidates[0]) == kOwn) {
+            r.role = netdev_role(snapshot, own, r.gid->netdev).why;
+            own_decided = true;
+        }
+    }
+    if (own_decided) {
+        out.candidates[0].role = netdev_role(snapshot, own, out.candidates[0].gid->netdev).why;
+    }
     for (size_t i = 0; i < out.candidates.size(); ++i) {
         GidVerdict *v = verdict_of(out.verdicts, out.candidates[i].gid->index);
         v->rank = static_cast<int>(i);

@@ -26,7 +26,9 @@ struct RankedGid {
     /// host, cannot promise. Link-local means fe80::/10 only: unique-local
     /// IPv6 (fc00::/7) is routable and ranks with global IPv6.
     std::array<int64_t, 7> key{};
-    /// netdev_role(): "the port's own netdev", "a VXLAN overlay: ..."
+    /// netdev_role(): "the port's own netdev", "a VXLAN overlay: ...";
+    /// set only where the explanation needs it (rank_gids): for a candidate
+    /// that lost to the best on this rule, and then for the best.
     std::string role;
     std::string reached;                  ///< "198.19.0.12 (in 198.19.0.0/24)" with a peer
 };

@@ -36,7 +36,29 @@ std::string overlay_why(const topo::NetdevInfo &nd) {
     return {};
 }
 
+/// The kinds overlay_why() explains: never the port's RoCE netdev.
+bool overlay_kind(const topo::NetdevInfo &nd) {
+    const std::string &k = nd.kind;
+    return k == "vxlan" || k == "geneve" || k == "macvlan" || k == "macvtap" || k == "ipvlan" ||
+           k == "ipvtap" || k == "bridge" || k == "team" || (k.empty() && !nd.parent.empty());
+}
+
 } // namespace
+
+bool carries_port_roce(const topo::Snapshot &snapshot, const std::string &own,
+                       const std::string &netdev) {
+    if (netdev.empty() || (!own.empty() && netdev == own)) {
+        return true;
+    }
+    const topo::NetdevInfo *nd = snapshot.find_netdev(netdev);
+    if (nd == nullptr) {
+        return true; // not in the view: not judged
+    }
+    if (own.empty()) {
+        return !overlay_kind(*nd);
+    }
+    return nd->kind == "vlan" && nd->parent == own;
+}
 
 std::string port_netdev(const topo::PortInfo &port) {
     const topo::GidEntry *g = port.find_gid(0);

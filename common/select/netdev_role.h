@@ -34,6 +34,11 @@ struct NetdevRole {
 /// empty, not link-local, or has no netdev (a hand-made table).
 std::string port_netdev(const topo::PortInfo &port);
 
+/// NetdevRole::own of netdev_role(), without building its words (no
+/// allocation): what the ranking keys on, once per GID slot.
+bool carries_port_roce(const topo::Snapshot &snapshot, const std::string &own,
+                       const std::string &netdev);
+
 /// The role of `netdev` (a GID's netdev name) for a port whose own netdev
 /// is `own` ("" unknown). With `own` unknown only the kinds that never
 /// carry RoCE themselves are demoted: vxlan, geneve, macvlan, macvtap,

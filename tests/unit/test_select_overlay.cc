@@ -339,6 +339,29 @@ TEST_CASE("netdev_role: the port's netdev from slot 0, and who counts as its own
     CHECK(select::port_netdev(t.devices[0].ports[0]).empty());
 }
 
+TEST_CASE("netdev_role: the ranking's allocation-free verdict agrees with the explained one",
+          "[select][overlay]") {
+    struct Kind {
+        const char *kind;
+        const char *parent;
+    };
+    const Kind kinds[] = {{"bond", ""},       {"vlan", "bond0"},   {"vlan", "eth9"},
+                          {"vxlan", ""},      {"geneve", ""},      {"macvlan", "bond0"},
+                          {"macvtap", "bond0"}, {"ipvlan", "bond0"}, {"ipvtap", "bond0"},
+                          {"bridge", ""},     {"team", ""},        {"", "bond0"},
+                          {"", ""},           {"dummy", ""}};
+    for (const Kind &k : kinds) {
+        topo::Snapshot s = overlay_on_bond0("x0", k.kind, k.parent);
+        for (const char *own : {"bond0", ""}) {
+            for (const char *nd : {"x0", "bond0", "", "missing0"}) {
+                CAPTURE(k.kind, k.parent, own, nd);
+                CHECK(select::carries_port_roce(s, own, nd) ==
+                      select::netdev_role(s, own, nd).own);
+            }
+        }
+    }
+}
+
 TEST_CASE("IPv6-only: unique-local is routable, link-local stays the last resort",
           "[select][ipv6]") {
     // uccl-project/uccl#803: bnxt_re (Thor-2) with link-local and ULA only.
