@@ -3,8 +3,11 @@
  * MPI has no call for it and osc_base_verbose does not print the choice, so
  * this looks at the window's module through Open MPI's installed development
  * headers (Debian's libopenmpi-dev has them) and asks the dynamic linker which
- * shared object the module's put function lives in: mca_osc_rdma.so -> "rdma".
- * Without those headers (another MPI) it answers "unknown".
+ * shared object the module's put function lives in: mca_osc_rdma.so -> "rdma"
+ * (Open MPI 4.1 loads its components as such). Open MPI 5.0 builds them into
+ * libmpi.so (Debian 13's does), which exports the functions: then the name of
+ * the symbol at exactly that address, ompi_osc_sm_put -> "sm". Without those
+ * headers (another MPI) it answers "unknown".
  */
 #ifndef ROCE_MPI_TEST_OSC_WHICH_H
 #define ROCE_MPI_TEST_OSC_WHICH_H
@@ -41,6 +44,11 @@ static void osc_component_name(MPI_Win win, char *out, size_t outlen) {
         char *dot = strchr(out, '.');
         if (dot)
             *dot = '\0';
+    } else if (di.dli_sname && di.dli_saddr == (void *)w->w_osc_module->osc_put &&
+               strncmp(di.dli_sname, "ompi_osc_", 9) == 0 && strchr(di.dli_sname + 9, '_')) {
+        /* built into libmpi: ompi_osc_<component>_put */
+        size_t n = (size_t)(strchr(di.dli_sname + 9, '_') - (di.dli_sname + 9));
+        snprintf(out, outlen, "%.*s", (int)n, di.dli_sname + 9);
     } else {
         snprintf(out, outlen, "in %s", base); /* built into libmpi */
     }
