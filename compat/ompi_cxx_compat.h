@@ -9,7 +9,7 @@
  * opal_hash_table_get_value_ptr (ompi_comm_lookup_cid): the same cast, by a
  * macro of the function's own name around that one header.
  *
- * Also the communicator ids the pml matches on and sends (see ompi_series.h).
+ * Also the communicator id the pml matches on (see ompi_series.h).
  */
 #ifndef ROCE_OMPI_CXX_COMPAT_H
 #define ROCE_OMPI_CXX_COMPAT_H
@@ -34,33 +34,16 @@
 
 namespace roce::compat {
 
-/// This process's id of the communicator, the one the pml matches arriving
-/// messages on and pml_max_contextid bounds: 4.1's c_contextid; 5.0's local
-/// index (c_index). 5.0's c_contextid is the 128-bit extended id, which the
-/// pml does not carry on the wire.
+/// The communicator's id as the pml matches on it and as
+/// pml_max_contextid bounds it: 4.1's c_contextid; 5.0's local index
+/// (c_index), equal on every process of the communicator as long as the pml
+/// does not announce MCA_PML_BASE_FLAG_SUPPORTS_EXT_CID (5.0's c_contextid
+/// is then the 128-bit extended id, which pml roce does not carry).
 inline uint32_t comm_cid(const ompi_communicator_t *comm) {
 #if ROCE_OMPI_SERIES == 41
     return comm->c_contextid;
 #else
     return ompi_comm_get_local_cid(comm);
-#endif
-}
-
-/// Rank `dst`'s id of the communicator (its comm_cid), which a message to
-/// it carries. 4.1, and 5.0 for a communicator made from a parent one: the
-/// same on every process (Open MPI agrees on it), so our own. 5.0 with
-/// extended ids (MPI_Comm_create_from_group, sessions: no global index):
-/// each process numbers it locally; Open MPI publishes each one's index
-/// through PMIx keyed by the extended id, and ompi_comm_get_remote_cid looks
-/// it up once per peer (a blocking PMIx_Get, bounded by Open MPI's connect
-/// timeout) and keeps it. Fails with an OMPI error code.
-inline int peer_comm_cid(ompi_communicator_t *comm, int dst, uint32_t *cid) {
-#if ROCE_OMPI_SERIES == 41
-    (void)dst;
-    *cid = comm->c_contextid;
-    return OMPI_SUCCESS;
-#else
-    return ompi_comm_get_remote_cid(comm, dst, cid);
 #endif
 }
 

@@ -11,11 +11,9 @@
  *   pml interface      2.0.0: pml_ft_event              2.1.0: pml_revoke_comm,  here
  *                                                       pml_get_transports,
  *                                                       SUPPORTS_EXT_CID flag
- *   communicator id    c_contextid (uint32_t), the      c_index (local id);  ompi_cxx_compat.h
- *                      same on every process            c_contextid is the
- *                                                       128-bit extended id;
- *                                                       a peer's index from
- *                                                       ompi_comm_get_remote_cid
+ *   communicator id    c_contextid (uint32_t)           c_index (local id);  ompi_cxx_compat.h
+ *                                                       c_contextid is the
+ *                                                       128-bit extended id
  *   recv callback      (btl, tag, des, cbdata)          (btl, receive desc.) opal_btl_compat.h
  *   modex              opal/mca/pmix/pmix.h, OPAL_*     pmix-internal.h,     opal_pmix_compat.h,
  *                                                       PMIX_*, libpmix      configure
@@ -73,15 +71,10 @@
  * 5.0: pml_revoke_comm is mca_pml_roce_revoke_comm, which answers
  * OMPI_ERR_NOT_SUPPORTED (pml roce does not implement ULFM's revoke; Open MPI
  * calls the entry unconditionally, so it must not be NULL). pml_get_transports
- * is NULL, as ob1 has it: 5.0's only caller, the comm_method hook, prints
- * any answer as "ucx=transport;device", so an answer from us would be
- * labelled UCX; without one it names the pml. MCA_PML_BASE_FLAG_SUPPORTS_EXT_CID
- * is set: Open MPI then gives communicators made without a parent
- * (MPI_Comm_create_from_group, sessions) extended ids and a local index
- * that differs between processes. Matching keys on this process's 16-bit
- * local index (comm_cid); a sender puts the receiver's index in the header
- * (peer_comm_cid, from PMIx once per peer), so no handshake and no
- * 128-bit id on the wire is needed.
+ * is NULL, as ob1 has it (the callers treat NULL as "no report").
+ * MCA_PML_BASE_FLAG_SUPPORTS_EXT_CID is NOT set: matching keys on the 16-bit
+ * local communicator index (c_index), which Open MPI then keeps equal on
+ * every process of a communicator.
  */
 #if ROCE_OMPI_SERIES == 41
 #define ROCE_PML_BASE_VERSION MCA_PML_BASE_VERSION_2_0_0
@@ -91,7 +84,7 @@
 #define ROCE_PML_BASE_VERSION MCA_PML_BASE_VERSION_2_1_0
 #define ROCE_PML_SERIES_ENTRIES                                                                    \
     .pml_revoke_comm = mca_pml_roce_revoke_comm, .pml_get_transports = NULL,
-#define ROCE_PML_FLAGS MCA_PML_BASE_FLAG_SUPPORTS_EXT_CID
+#define ROCE_PML_FLAGS 0
 #endif
 
 #endif

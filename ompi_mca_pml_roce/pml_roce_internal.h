@@ -314,7 +314,6 @@ struct SendRequest {
     volatile int32_t sched_lock; ///< > 0 while a thread schedules FRAGs
     volatile int32_t inflight;   ///< FRAG descriptors not yet completed
     uint16_t seq;
-    uint16_t ctx; ///< the receiver's id of the communicator (compat::peer_comm_cid)
     uint8_t flags;
     volatile uint8_t proto; ///< SendProto
     bool queued;            ///< on g.pending_sends (under g.pending_lock)

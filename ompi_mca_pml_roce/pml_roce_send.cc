@@ -35,16 +35,15 @@ inline uint16_t next_seq(PmlComm *pc, int dst) noexcept {
     return static_cast<uint16_t>(__atomic_fetch_add(p, 1, __ATOMIC_RELAXED));
 }
 
-// Eager send of contiguous bytes without a request; ctx is the receiver's
-// id of the communicator.
+// Eager send of contiguous bytes without a request.
 inline Eager eager_contig(PmlComm *pc, mca_bml_base_endpoint_t *ep, const char *data,
-                          uint64_t bytes, int tag, uint16_t ctx, uint16_t seq) noexcept {
+                          uint64_t bytes, int tag, uint16_t seq) noexcept {
     mca_bml_base_btl_t *bml = mca_bml_base_btl_array_get_next(&ep->btl_eager);
     mca_btl_base_module_t *btl = bml->btl;
     if (bytes > eager_room(btl, sizeof(wire::MatchHdr))) {
         return Eager::kTooBig;
     }
-    const wire::MatchHdr h = wire::make_match(ctx, seq, pc->my_rank, tag);
+    const wire::MatchHdr h = wire::make_match(pc->ctx, seq, pc->my_rank, tag);
     const std::size_t len = sizeof h + bytes;
     if (bytes <= kInlineMax && btl->btl_sendi != nullptr) {
         alignas(8) uint8_t buf[sizeof(wire::MatchHdr) + kInlineMax];
@@ -116,7 +115,7 @@ Eager eager_req(SendRequest *r) noexcept {
         return Eager::kTooBig;
     }
     mca_pml_base_request_t *b = &r->base.req_base;
-    const wire::MatchHdr h = wire::make_match(r->ctx, r->seq, r->pcomm->my_rank, b->req_tag);
+    const wire::MatchHdr h = wire::make_match(r->pcomm->ctx, r->seq, r->pcomm->my_rank, b->req_tag);
     mca_btl_base_descriptor_t *des =
         btl->btl_alloc(btl, bml->btl_endpoint, MCA_BTL_NO_ORDER, sizeof h + r->total,
                        MCA_BTL_DES_FLAGS_PRIORITY | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
@@ -193,7 +192,7 @@ bool send_header(SendRequest *r) noexcept {
         if (des == nullptr) {
             return false;
         }
-        wire::RgetHdr h = wire::make_rget(r->ctx, r->seq, pc->my_rank, b->req_tag, r->total, r->id,
+        wire::RgetHdr h = wire::make_rget(pc->ctx, r->seq, pc->my_rank, b->req_tag, r->total, r->id,
                                           reinterpret_cast<uint64_t>(r->contig), hlen);
         auto *p = static_cast<uint8_t *>(des->des_segments[0].seg_addr.pval);
         std::memcpy(p, &h, sizeof h);
@@ -219,7 +218,7 @@ bool send_header(SendRequest *r) noexcept {
     if (des == nullptr) {
         return false;
     }
-    wire::RndvHdr h = wire::make_rndv(r->ctx, r->seq, pc->my_rank, b->req_tag, r->total, r->id);
+    wire::RndvHdr h = wire::make_rndv(pc->ctx, r->seq, pc->my_rank, b->req_tag, r->total, r->id);
     auto *p = static_cast<uint8_t *>(des->des_segments[0].seg_addr.pval);
     std::memcpy(p, &h, sizeof h);
     pack_at(r, 0, p + sizeof h, inl);
@@ -386,24 +385,6 @@ namespace {
 // peer, and let the MPI error handler (by default: abort) take over.
 int unreachable(ompi_communicator_t *comm, int dst, ompi_proc_t *proc) noexcept;
 
-// The id of `comm` that a message to rank `dst` carries: the receiver's
-// (compat::peer_comm_cid), which fits the header's 16 bits because the
-// receiver's add_comm refused anything above 65535. Reports a failed
-// lookup and answers its code.
-inline int peer_ctx(ompi_communicator_t *comm, int dst, uint16_t *ctx) noexcept {
-    uint32_t cid = 0;
-    int rc = roce::compat::peer_comm_cid(comm, dst, &cid);
-    if (OPAL_UNLIKELY(rc != OMPI_SUCCESS || cid > 65535)) {
-        report("resource", "error: no id of communicator %s (cid %u) for rank %d: %s",
-               comm->c_name, roce::compat::comm_cid(comm), dst,
-               rc != OMPI_SUCCESS ? "Open MPI could not look up its index for that rank"
-                                  : "its index there is above 65535");
-        return rc != OMPI_SUCCESS ? rc : OMPI_ERR_OUT_OF_RESOURCE;
-    }
-    *ctx = static_cast<uint16_t>(cid);
-    return OMPI_SUCCESS;
-}
-
 // Fills a request for a send to `dst`; the caller sets refs.
 inline SendRequest *make_send(const void *buf, size_t count, ompi_datatype_t *dt, int dst,
                               int tag, mca_pml_base_send_mode_t mode, ompi_communicator_t *comm,
@@ -452,12 +433,12 @@ inline SendRequest *make_send(const void *buf, size_t count, ompi_datatype_t *dt
 // then no request is needed.
 inline bool send_eager_now(PmlComm *pc, mca_bml_base_endpoint_t *ep, const void *buf,
                            size_t count, ompi_datatype_t *dt, int tag,
-                           mca_pml_base_send_mode_t mode, uint16_t ctx, uint16_t seq) noexcept {
+                           mca_pml_base_send_mode_t mode, uint16_t seq) noexcept {
     const char *start;
     uint64_t bytes;
     return OPAL_LIKELY(layout_of(dt, count, buf, &start, &bytes) &&
                        mode != MCA_PML_BASE_SEND_SYNCHRONOUS) &&
-           OPAL_LIKELY(eager_contig(pc, ep, start, bytes, tag, ctx, seq) == Eager::kSent);
+           OPAL_LIKELY(eager_contig(pc, ep, start, bytes, tag, seq) == Eager::kSent);
 }
 
 inline void activate(SendRequest *r) noexcept {
@@ -481,15 +462,10 @@ int mca_pml_roce_isend_init(const void *buf, size_t count, ompi_datatype_t *dt, 
     if (OPAL_UNLIKELY(ep == nullptr)) {
         return unreachable(comm, dst, proc);
     }
-    uint16_t ctx;
-    if (int rc = peer_ctx(comm, dst, &ctx); OPAL_UNLIKELY(rc != OMPI_SUCCESS)) {
-        return rc;
-    }
     SendRequest *r = make_send(buf, count, dt, dst, tag, mode, comm, ep, kPersistent, true);
     if (r == nullptr) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    r->ctx = ctx; // each start sends with it
     r->refs = 1; // the user's; each start adds the pml's
     *request = &r->base.req_base.req_ompi;
     return OMPI_SUCCESS;
@@ -504,12 +480,8 @@ int mca_pml_roce_isend(const void *buf, size_t count, ompi_datatype_t *dt, int d
     if (OPAL_UNLIKELY(ep == nullptr)) {
         return unreachable(comm, dst, proc);
     }
-    uint16_t ctx;
-    if (int rc = peer_ctx(comm, dst, &ctx); OPAL_UNLIKELY(rc != OMPI_SUCCESS)) {
-        return rc;
-    }
     uint16_t seq = next_seq(pc, dst);
-    if (send_eager_now(pc, ep, buf, count, dt, tag, mode, ctx, seq)) {
+    if (send_eager_now(pc, ep, buf, count, dt, tag, mode, seq)) {
         // Nothing left to do: MPI allows the empty request here (only a
         // send's cancelled flag is defined, and it cannot be set now).
         *request = &ompi_request_empty;
@@ -521,7 +493,6 @@ int mca_pml_roce_isend(const void *buf, size_t count, ompi_datatype_t *dt, int d
     }
     r->refs = 2; // the user's and the pml's
     r->seq = seq;
-    r->ctx = ctx;
     activate(r);
     int rc = send_start(r);
     if (OPAL_UNLIKELY(rc != OMPI_SUCCESS)) {
@@ -541,12 +512,8 @@ int mca_pml_roce_send(const void *buf, size_t count, ompi_datatype_t *dt, int ds
     if (OPAL_UNLIKELY(ep == nullptr)) {
         return unreachable(comm, dst, proc);
     }
-    uint16_t ctx;
-    if (int rc = peer_ctx(comm, dst, &ctx); OPAL_UNLIKELY(rc != OMPI_SUCCESS)) {
-        return rc;
-    }
     uint16_t seq = next_seq(pc, dst);
-    if (send_eager_now(pc, ep, buf, count, dt, tag, mode, ctx, seq)) {
+    if (send_eager_now(pc, ep, buf, count, dt, tag, mode, seq)) {
         return OMPI_SUCCESS;
     }
     // A buffered send may complete before its data is sent: it needs a
@@ -558,7 +525,6 @@ int mca_pml_roce_send(const void *buf, size_t count, ompi_datatype_t *dt, int ds
     }
     r->refs = 2;
     r->seq = seq;
-    r->ctx = ctx;
     activate(r);
     int rc = send_start(r);
     if (OPAL_LIKELY(rc == OMPI_SUCCESS)) {
