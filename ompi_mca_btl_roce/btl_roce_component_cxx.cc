@@ -116,8 +116,8 @@ std::vector<PortPlan> near_plans(std::vector<PortPlan> plans, util::LogSink &log
     for (const auto &p : plans) {
         // The rail's speed as the snapshot knows it (the Ethernet speed; the
         // port's codes are read when the module exists).
-        uint32_t mbps = p.snapshot ? select::rail_bandwidth(*p.snapshot, p.selection.netdev, {}).mbps
-                                   : 0;
+        uint32_t mbps =
+            p.snapshot ? select::rail_bandwidth(*p.snapshot, p.selection.netdev, {}).mbps : 0;
         bool seen = false;
         for (auto &d : devs) {
             if (d.device == p.device) {

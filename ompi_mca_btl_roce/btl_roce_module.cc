@@ -228,9 +228,8 @@ void derive_speed(mca_btl_base_module_t &b, const PortPlan &plan, const ModuleCo
         port.active_width = attr.active_width;
     }
     static const topo::Snapshot kEmpty;
-    select::RailBandwidth bw =
-        select::rail_bandwidth(plan.snapshot ? *plan.snapshot : kEmpty, plan.selection.netdev,
-                               port);
+    select::RailBandwidth bw = select::rail_bandwidth(plan.snapshot ? *plan.snapshot : kEmpty,
+                                                      plan.selection.netdev, port);
     std::string bw_text;
     if (cfg.bandwidth_set) {
         bw_text = util::format("bandwidth %u Mb/s (btl_roce_bandwidth, set explicitly; the port "
@@ -241,8 +240,8 @@ void derive_speed(mca_btl_base_module_t &b, const PortPlan &plan, const ModuleCo
         bw_text = util::format("bandwidth %u Mb/s (%s)", bw.mbps, bw.why.c_str());
     } else {
         b.btl_bandwidth = b.btl_bandwidth != 0 ? b.btl_bandwidth : kDefaultBandwidth;
-        bw_text = util::format("bandwidth %u Mb/s (the default: %s)", b.btl_bandwidth,
-                               bw.why.c_str());
+        bw_text =
+            util::format("bandwidth %u Mb/s (the default: %s)", b.btl_bandwidth, bw.why.c_str());
     }
     if (!cfg.latency_set && b.btl_latency == 0) {
         b.btl_latency = kDefaultLatency;
@@ -256,8 +255,7 @@ void derive_speed(mca_btl_base_module_t &b, const PortPlan &plan, const ModuleCo
 
 } // namespace
 
-Module::Module(const PortPlan &plan, const ModuleConfig &cfg, ModuleEnv env,
-               util::LogSink &log)
+Module::Module(const PortPlan &plan, const ModuleConfig &cfg, ModuleEnv env, util::LogSink &log)
     : plan_(plan), cfg_(cfg), log_(log), env_(std::move(env)) {
     c_.super = cfg.btl;
     install_function_table(c_.super);

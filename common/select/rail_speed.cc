@@ -31,9 +31,9 @@ uint32_t ib_lane_mbps(uint32_t code, const char **name) noexcept {
     // Data rates after 8b/10b (SDR..QDR) or 64b/66b coding, as Open MPI's
     // opal_common_verbs_port_bw; NDR and XDR (rdma-core's active_speed_ex,
     // IBV_SPEED_XDR = 256) continue the series.
-    static const Row kRows[] = {{1, 2000, "SDR"},     {2, 4000, "DDR"},     {4, 8000, "QDR"},
-                                {8, 10000, "FDR10"},  {16, 13636, "FDR"},   {32, 25000, "EDR"},
-                                {64, 50000, "HDR"},   {128, 100000, "NDR"}, {256, 200000, "XDR"}};
+    static const Row kRows[] = {{1, 2000, "SDR"},    {2, 4000, "DDR"},     {4, 8000, "QDR"},
+                                {8, 10000, "FDR10"}, {16, 13636, "FDR"},   {32, 25000, "EDR"},
+                                {64, 50000, "HDR"},  {128, 100000, "NDR"}, {256, 200000, "XDR"}};
     for (const Row &r : kRows) {
         if (r.code == code) {
             if (name != nullptr) {
@@ -49,12 +49,18 @@ unsigned ib_width_lanes(uint32_t code) noexcept {
     // IBV_WIDTH_*: the codes are bits, 2X came last (16). Open MPI 4.1's
     // opal_common_verbs_port_bw multiplies 16 by 16; it is 2 lanes.
     switch (code) {
-    case 1: return 1;
-    case 16: return 2;
-    case 2: return 4;
-    case 4: return 8;
-    case 8: return 12;
-    default: return 0;
+    case 1:
+        return 1;
+    case 16:
+        return 2;
+    case 2:
+        return 4;
+    case 4:
+        return 8;
+    case 8:
+        return 12;
+    default:
+        return 0;
     }
 }
 
@@ -102,10 +108,10 @@ RailBandwidth rail_bandwidth(const topo::Snapshot &snapshot, const std::string &
     if (known > 0) {
         out.mbps = sum;
         if (nd != nullptr && nd->bond) {
-            std::string each = equal ? util::format("%zu member%s x %s", known,
-                                                    known == 1 ? "" : "s", gbps(first).c_str())
-                                     : util::format("%zu members, %s in all", known,
-                                                    gbps(sum).c_str());
+            std::string each =
+                equal ? util::format("%zu member%s x %s", known, known == 1 ? "" : "s",
+                                     gbps(first).c_str())
+                      : util::format("%zu members, %s in all", known, gbps(sum).c_str());
             out.why = util::format("%s of %s, %s", each.c_str(), nd->name.c_str(),
                                    spreads ? "LAG spreads" : "active-backup uses one");
         } else {
@@ -121,18 +127,18 @@ RailBandwidth rail_bandwidth(const topo::Snapshot &snapshot, const std::string &
     if (lane > 0 && lanes > 0) {
         unsigned n = spreads && members.size() > 1 ? static_cast<unsigned>(members.size()) : 1;
         out.mbps = lane * lanes * n;
-        out.why = util::format("%uX %s (active_speed %u, active_width %u)%s", lanes, speed_name,
-                               port.active_speed, port.active_width,
-                               n > 1 ? util::format(" x %u LAG members, LAG spreads", n).c_str()
-                                     : "");
+        out.why =
+            util::format("%uX %s (active_speed %u, active_width %u)%s", lanes, speed_name,
+                         port.active_speed, port.active_width,
+                         n > 1 ? util::format(" x %u LAG members, LAG spreads", n).c_str() : "");
         return out;
     }
 
     // 3. Nothing to go by.
     out.why = util::format("speed unknown (%s reports no Ethernet speed; active_speed %u, "
                            "active_width %u not known codes): keeping the default",
-                           netdev.empty() ? "the port's netdev" : netdev.c_str(),
-                           port.active_speed, port.active_width);
+                           netdev.empty() ? "the port's netdev" : netdev.c_str(), port.active_speed,
+                           port.active_width);
     return out;
 }
 

@@ -11,8 +11,8 @@ namespace roce::select {
 /// The bandwidth Open MPI's bml should weigh one rail (one RoCE port) by,
 /// in Mb/s, and how it was found.
 struct RailBandwidth {
-    uint32_t mbps = 0;    ///< 0 when nothing could be derived: keep the default
-    std::string why;      ///< "2 members x 25 Gb/s, LAG spreads", "4X HDR", or why not
+    uint32_t mbps = 0; ///< 0 when nothing could be derived: keep the default
+    std::string why;   ///< "2 members x 25 Gb/s, LAG spreads", "4X HDR", or why not
     bool derived() const { return mbps > 0; }
 };
 

@@ -103,43 +103,44 @@ BtlFabric::BtlFabric(FabricOptions o) : fake(fixture(o.fixture)) {
         a.token = p->token;
         const size_t rails = o.all_rails ? plans.size() : 1;
         for (size_t r = 0; r < rails; ++r) {
-        btl::ModuleEnv env;
-        env.verbs = &fake.api();
-        env.snapshots = qp::cache_snapshot_source(*cache, plans[r].device);
-        env.who = {p->name, p->token, static_cast<uint32_t>(o.procs)};
-        env.peers = this;
-        env.registry = [](btl::Device &dev) -> util::Result<std::unique_ptr<btl::MemoryRegistry>> {
-            return std::unique_ptr<btl::MemoryRegistry>(std::make_unique<DirectRegistry>(dev));
-        };
-        env.clock = [this] { return now(); };
-        env.report = [this](const char *topic, const std::string &detail) {
-            reports.emplace_back(topic, detail);
-        };
-        env.finalized = [this](mca_btl_base_module_t *b) {
-            for (auto &q : procs) {
-                if (q->module && q->btl() == b) {
-                    g_owner.erase(b);
-                    q->module.reset();
-                }
-                for (auto &m : q->more_rails) {
-                    if (m && m->base() == b) {
+            btl::ModuleEnv env;
+            env.verbs = &fake.api();
+            env.snapshots = qp::cache_snapshot_source(*cache, plans[r].device);
+            env.who = {p->name, p->token, static_cast<uint32_t>(o.procs)};
+            env.peers = this;
+            env.registry =
+                [](btl::Device &dev) -> util::Result<std::unique_ptr<btl::MemoryRegistry>> {
+                return std::unique_ptr<btl::MemoryRegistry>(std::make_unique<DirectRegistry>(dev));
+            };
+            env.clock = [this] { return now(); };
+            env.report = [this](const char *topic, const std::string &detail) {
+                reports.emplace_back(topic, detail);
+            };
+            env.finalized = [this](mca_btl_base_module_t *b) {
+                for (auto &q : procs) {
+                    if (q->module && q->btl() == b) {
                         g_owner.erase(b);
-                        m.reset();
+                        q->module.reset();
+                    }
+                    for (auto &m : q->more_rails) {
+                        if (m && m->base() == b) {
+                            g_owner.erase(b);
+                            m.reset();
+                        }
                     }
                 }
+                return OPAL_SUCCESS;
+            };
+            auto m = btl::Module::create(plans[r], cfg, std::move(env), log);
+            if (!m) {
+                FAIL("Module::create: " << m.status().to_string());
             }
-            return OPAL_SUCCESS;
-        };
-        auto m = btl::Module::create(plans[r], cfg, std::move(env), log);
-        if (!m) {
-            FAIL("Module::create: " << m.status().to_string());
-        }
-        m.value()->set_port_index(static_cast<uint16_t>(r));
-        mca_btl_base_module_t *b = m.value()->base();
-        g_owner[b] = p.get();
-        REQUIRE(b->btl_register_error(b, on_error) == OPAL_SUCCESS);
-        a.ports.push_back(m.value()->advert());
-        (r == 0 ? p->module : p->more_rails.emplace_back()) = std::move(m.value());
+            m.value()->set_port_index(static_cast<uint16_t>(r));
+            mca_btl_base_module_t *b = m.value()->base();
+            g_owner[b] = p.get();
+            REQUIRE(b->btl_register_error(b, on_error) == OPAL_SUCCESS);
+            a.ports.push_back(m.value()->advert());
+            (r == 0 ? p->module : p->more_rails.emplace_back()) = std::move(m.value());
         }
         if (o.modex) {
             o.modex(i, a);

@@ -70,8 +70,8 @@ std::vector<bool> add_on_rail(BtlFabric &f, size_t i, size_t r,
 int send_on(BtlFabric &f, size_t i, size_t r, mca_btl_base_endpoint_t *ep,
             const std::string &payload) {
     mca_btl_base_module_t *b = rail(f, i, r).base();
-    mca_btl_base_descriptor_t *d = b->btl_alloc(b, ep, MCA_BTL_NO_ORDER, payload.size(),
-                                                MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    mca_btl_base_descriptor_t *d =
+        b->btl_alloc(b, ep, MCA_BTL_NO_ORDER, payload.size(), MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
     REQUIRE(d != nullptr);
     std::memcpy(d->des_segments[0].seg_addr.pval, payload.data(), payload.size());
     d->des_cbfunc = nullptr;
@@ -133,9 +133,8 @@ TEST_CASE("btl rails: each rail reaches the peers on its subnet, and weighs its 
         REQUIRE(send_on(f, 0, 1, eps[0][1][1], msg(0, 1, 3 + n)) == OPAL_SUCCESS);
         REQUIRE(send_on(f, 0, 0, eps[0][0][2], msg(0, 2, n)) == OPAL_SUCCESS);
     }
-    REQUIRE(f.run_until([&] {
-        return f.procs[1]->received.size() == 6 && f.procs[2]->received.size() == 3;
-    }));
+    REQUIRE(f.run_until(
+        [&] { return f.procs[1]->received.size() == 6 && f.procs[2]->received.size() == 3; }));
     CHECK(from(f, 1, 0) == expected(0, 1, 0, 6));
     CHECK(from(f, 2, 0) == expected(0, 2, 0, 3));
     CHECK(btl::Endpoint::from(eps[0][1][1])->state == btl::EpState::kConnected);
