@@ -255,7 +255,8 @@ void derive_speed(mca_btl_base_module_t &b, const PortPlan &plan, const ModuleCo
 
 } // namespace
 
-Module::Module(const PortPlan &plan, const ModuleConfig &cfg, ModuleEnv env, util::LogSink &log)
+Module::Module(const PortPlan &plan, const ModuleConfig &cfg, ModuleEnv env,
+               util::LogSink &log)
     : plan_(plan), cfg_(cfg), log_(log), env_(std::move(env)) {
     c_.super = cfg.btl;
     install_function_table(c_.super);

@@ -37,13 +37,13 @@ struct PortSpeed {
 /// netdev, or a VLAN on it) in `snapshot`. Pure. The rules, first that
 /// applies:
 ///  1. Ethernet speed (the netdev's `speed`, ethtool's) when known: on a
-///     RoCE port it is the truth, and the kernel only re-encodes it, coarsely,
-///     into active_speed/width (rdma_rxe, and ib_get_eth_speed, round 1 Gb/s
-///     up to SDR and report 1X SDR when the speed is unknown). A VLAN counts
-///     as its parent. Over a bond: the sum of the members that are up and
-///     report a speed when the bond spreads traffic (every mode but
-///     active-backup: the paths cover the members), one member's speed
-///     (the active one's, else the first up) for active-backup.
+///     RoCE port it is the truth, which the kernel only re-encodes into the
+///     IB grid of active_speed/width (ib_get_eth_speed's buckets; soft-RoCE
+///     ports report 1X SDR in tests/fixtures/rxe_bond). A VLAN counts as its
+///     parent. Over a bond: the sum of the members that are up and report a
+///     speed when the bond spreads traffic (every mode but active-backup:
+///     the paths cover the members), one member's speed (the active one's,
+///     else the first up) for active-backup.
 ///  2. Else active_speed x active_width, times the bond's spreading members
 ///     (the port's codes describe one member of a LAG).
 ///  3. Else nothing (mbps 0): keep the default, and `why` says so.
