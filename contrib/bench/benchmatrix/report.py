@@ -238,6 +238,14 @@ def perf_md(summary, runs, tinfo, env, places, plots_made, meta):
       "`docs/perf/matrix/summary.csv`, runs (status, seconds, reason): "
       "`docs/perf/matrix/runs.csv`. How the harness works: `contrib/bench/README.md`.")
     w("")
+    busy = [r for r in runs if r[4] == "busy"]
+    left_out = [r for r in busy if not r[6].endswith("; repeated")]
+    w(f"Run guard: a timed run during which other processes used more than a tenth of a core "
+      f"is repeated, and left out of the medians if it stays busy ({len(busy)} busy "
+      f"run(s), {len(left_out)} left out without a clean repetition; their figures in "
+      f"`raw-busy.csv` of the results, the guard's record of every run in `guard.csv`). "
+      f"Minimum, median and maximum of every figure: `docs/perf/matrix/summary.csv`.")
+    w("")
     w("## Headline ratios")
     w("")
     w("Latencies and instruction counts: below 1 is better for the first transport; "
@@ -268,7 +276,7 @@ def perf_md(summary, runs, tinfo, env, places, plots_made, meta):
         if place not in tinfo:
             w(f"| {place} | (all) | not run | {meta['skipped'].get(place, 'not requested')} |")
     w("")
-    fails = [r for r in runs if r[4] not in ("ok",) and r[3] != "probe"]
+    fails = [r for r in runs if r[4] not in ("ok", "busy") and r[3] != "probe"]
     if fails:
         w("Runs that failed after a transport passed its probe (place, transport, repetition, "
           "benchmark: reason):")
