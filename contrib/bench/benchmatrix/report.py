@@ -244,7 +244,10 @@ def perf_md(summary, runs, tinfo, env, places, plots_made, meta):
       f"is repeated, and left out of the medians if it stays busy ({len(busy)} busy "
       f"run(s), {len(left_out)} left out without a clean repetition; their figures in "
       f"`raw-busy.csv` of the results, the guard's record of every run in `guard.csv`). "
-      f"Minimum, median and maximum of every figure: `docs/perf/matrix/summary.csv`.")
+      f"Minimum, median and maximum of every figure: `docs/perf/matrix/summary.csv`. "
+      f"Deterministic instruction counts per message (pml roce against ob1 on the self "
+      f"path, the btl over FakeVerbs against the bare verbs floor), which the load cannot "
+      f"move: `docs/perf/instructions.md` (`contrib/bench/count-instructions`).")
     w("")
     w("## Headline ratios")
     w("")
