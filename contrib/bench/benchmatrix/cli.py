@@ -48,8 +48,9 @@ benchmarks (tests/bench, tests/mpi/mpi-pingpong)
   guests: one MPI job per run (tests/bench/pair): latency 8 B (and 64 KiB), bandwidth
           1 MiB (and 64 KiB; window 4, unidirectional); ibv_rc_pingpong 8 B (and 1 MiB)
 
-time (2 shared cores): --quick about 10 min for all places; the full run about
-30 min (boots: one guest ~1 min, two guests ~1.5-2.5 min).
+time (2 shared cores): --quick about 10 min for all places; the full run took
+about 30 min at 3 repetitions (boots: one guest ~1 min, two guests ~1.5-2.5
+min); the default 5 take proportionally longer, plus the guard's repetitions.
 
 examples
   contrib/bench/run-matrix --quick --places host          # check the harness
