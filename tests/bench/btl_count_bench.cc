@@ -24,17 +24,18 @@
 //   N      messages counted
 //
 // Two btl Modules ("processes" 0 and 1) over FakeVerbs in wire mode (the
-// rxe_bond fixture, the Modules' default configuration but for the btl's
-// own parameters at btl_defaults): process 0 sends 24-byte fragments to
-// process 1, one at a time; between the steps the fake carries the RC work
-// (FakeVerbs::run_rc, not counted). Run under
-// `valgrind --tool=callgrind --collect-atstart=no`: collection is switched
-// on around the REGION's calls only (callgrind client requests), so setup,
-// connection, the fake's wire and the loop count nothing. Connection and
-// 200 uncounted messages come first; the driver takes
+// rxe_bond fixture: one rxe port under a two-member bond, so two RC paths;
+// ModuleConfig's defaults, the generic btl parameters at btl_defaults):
+// process 0 sends 24-byte fragments to process 1, one at a time; between
+// the steps the fake carries the RC work (FakeVerbs::run_rc, not counted).
+// Run under `valgrind --tool=callgrind --collect-atstart=no`: collection is
+// switched on around the REGION's calls only (callgrind client requests),
+// so setup, connection, the fake's wire and the loop count nothing.
+// Connection and 200 uncounted messages come first; the driver takes
 // (I(2N) - I(N)) / N. The counted calls include the fake's own verbs
-// (post_send, poll_cq, post_srq_recv record and move work requests): the
-// floor pays the same, so the ratio btl / floor is what the btl adds.
+// (post_send, poll_cq, post_srq_recv record and move work requests, at a
+// cost far above a real provider's): the floor pays the same, so the
+// difference btl - floor is what the btl adds.
 #include <infiniband/verbs.h>
 
 #include <cstdio>
@@ -73,8 +74,7 @@ constexpr size_t kBytes = 24; // a PML match header (16 B) and 8 B of data
 constexpr const char *kFixture = "rxe_bond";
 uint64_t g_received = 0;
 
-void on_recv(mca_btl_base_module_t *, mca_btl_base_tag_t, mca_btl_base_descriptor_t *des,
-             void *) {
+void on_recv(mca_btl_base_module_t *, mca_btl_base_tag_t, mca_btl_base_descriptor_t *des, void *) {
     g_received += des->des_segments[0].seg_len == kBytes ? 1 : 0;
 }
 
@@ -99,7 +99,8 @@ const topo::Snapshot &fixture() {
 enum class Region { kPost, kRecv, kDone };
 
 /// Counts what `f` executes when `on` (callgrind collects only in between).
-template <typename F> inline void counted(bool on, F &&f) {
+template <typename F>
+inline void counted(bool on, F &&f) {
     if (on) {
         CALLGRIND_TOGGLE_COLLECT;
     }
@@ -181,7 +182,7 @@ public:
     }
 
     /// One message from 0 to 1, then the fabric carries it and each side
-    /// progresses; `count` says which of the steps callgrind counts.
+    /// progresses; when `on`, callgrind counts the steps of region `r`.
     void message(bool sendi, bool on, Region r) {
         Proc &a = *procs_[0];
         mca_btl_base_module_t *b = a.btl();
@@ -194,8 +195,8 @@ public:
                 rc = b->btl_sendi(b, ep, nullptr, data, kBytes, 0, MCA_BTL_NO_ORDER,
                                   MCA_BTL_DES_FLAGS_BTL_OWNERSHIP, kTag, nullptr);
             } else {
-                mca_btl_base_descriptor_t *d = b->btl_alloc(b, ep, MCA_BTL_NO_ORDER, kBytes,
-                                                            MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+                mca_btl_base_descriptor_t *d =
+                    b->btl_alloc(b, ep, MCA_BTL_NO_ORDER, kBytes, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
                 if (d == nullptr) {
                     rc = OPAL_ERR_OUT_OF_RESOURCE;
                     return;
@@ -218,9 +219,8 @@ public:
     /// connection is set up over UD).
     void connect() {
         Proc &a = *procs_[0];
-        mca_btl_base_descriptor_t *d =
-            a.btl()->btl_alloc(a.btl(), a.eps[1], MCA_BTL_NO_ORDER, kBytes,
-                               MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+        mca_btl_base_descriptor_t *d = a.btl()->btl_alloc(a.btl(), a.eps[1], MCA_BTL_NO_ORDER,
+                                                          kBytes, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
         if (d == nullptr) {
             die("btl_alloc gave no descriptor");
         }
@@ -343,9 +343,9 @@ public:
             s->pd = verbs::Pd(api.alloc_pd(s->ctx.get()), verbs::PdDeleter{&api});
             s->cq = verbs::Cq(api.create_cq(s->ctx.get(), 256, nullptr, nullptr, 0),
                               verbs::CqDeleter{&api});
-            s->mr = verbs::Mr(api.reg_mr(s->pd.get(), s->buf.data(), s->buf.size(),
-                                         IBV_ACCESS_LOCAL_WRITE),
-                              verbs::MrDeleter{&api});
+            s->mr = verbs::Mr(
+                api.reg_mr(s->pd.get(), s->buf.data(), s->buf.size(), IBV_ACCESS_LOCAL_WRITE),
+                verbs::MrDeleter{&api});
             if (!s->pd || !s->cq || !s->mr) {
                 die("pd/cq/mr");
             }
@@ -471,8 +471,8 @@ private:
         t.rnr_retry = 7;
         t.max_rd_atomic = 1;
         modify(qp, t,
-               IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                   IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+               IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                   IBV_QP_MAX_QP_RD_ATOMIC);
     }
 
     void post_srq(uint32_t slot) {
