@@ -46,16 +46,7 @@
 #include <string>
 #include <vector>
 
-#if defined(__has_include)
-#if __has_include(<valgrind/callgrind.h>)
-#include <valgrind/callgrind.h>
-#define CG_HAVE_VALGRIND 1
-#endif
-#endif
-#ifndef CG_HAVE_VALGRIND
-#define CALLGRIND_TOGGLE_COLLECT
-#define RUNNING_ON_VALGRIND 0
-#endif
+#include "callgrind_toggle.h"
 
 #include "btl_roce_module.h"
 #include "direct_registry.h"

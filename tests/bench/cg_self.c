@@ -23,16 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#if defined(__has_include)
-#if __has_include(<valgrind/callgrind.h>)
-#include <valgrind/callgrind.h>
-#define CG_HAVE_VALGRIND 1
-#endif
-#endif
-#ifndef CG_HAVE_VALGRIND
-#define CALLGRIND_TOGGLE_COLLECT
-#define RUNNING_ON_VALGRIND 0
-#endif
+#include "callgrind_toggle.h"
 
 static void one(int self, int64_t *out, int64_t *in, int count) {
     MPI_Request rq;
