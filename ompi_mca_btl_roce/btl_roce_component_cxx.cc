@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "opal/constants.h"
 #include "opal/mca/btl/base/base.h"
+#include "opal/mca/hwloc/base/base.h"
 #include "opal_pmix_compat.h"
 #include "opal/util/output.h"
 
@@ -23,6 +25,7 @@
 #include "btl_roce_module.h"
 #include "btl_roce_pvars.h"
 #include "proto/locality.h"
+#include "select/rail_speed.h"
 #include "opal_env.h"
 #include "netmon/cache_feed.h"
 #include "netmon/monitor.h"
@@ -96,25 +99,41 @@ uint32_t job_size() {
     return rc == OPAL_SUCCESS ? size : 0;
 }
 
+// The NUMA nodes of this process's binding, from Open MPI's own hwloc
+// topology (loaded once per process by Open MPI: never a second one here).
+std::set<int> numa_nodes_of_process() {
+    if (opal_hwloc_base_get_topology() != OPAL_SUCCESS) {
+        return {};
+    }
+    return process_numa_nodes(opal_hwloc_topology);
+}
+
 // With several RDMA devices, keeps the ones nearest to this process's CPU
-// binding (locality.h). hwloc is only loaded in that case: one device, the
-// usual RoCE LAG host, costs nothing.
+// binding among equally fast rails (locality.h). The topology is only
+// consulted in that case: one device, the usual RoCE LAG host, costs nothing.
 std::vector<PortPlan> near_plans(std::vector<PortPlan> plans, util::LogSink &log) {
     std::vector<DeviceLocality> devs;
     for (const auto &p : plans) {
+        // The rail's speed as the snapshot knows it (the Ethernet speed; the
+        // port's codes are read when the module exists).
+        uint32_t mbps =
+            p.snapshot ? select::rail_bandwidth(*p.snapshot, p.selection.netdev, {}).mbps : 0;
         bool seen = false;
-        for (const auto &d : devs) {
-            seen = seen || d.device == p.device;
+        for (auto &d : devs) {
+            if (d.device == p.device) {
+                seen = true;
+                d.mbps = std::max(d.mbps, mbps);
+            }
         }
         if (!seen) {
-            devs.push_back({p.device, read_device_numa_node(p.device)});
+            devs.push_back({p.device, read_device_numa_node(p.device), mbps});
         }
     }
     if (devs.size() < 2) {
         return plans;
     }
     std::string why;
-    std::vector<std::string> keep = nearest_devices(devs, process_numa_nodes(), &why);
+    std::vector<std::string> keep = nearest_devices(devs, numa_nodes_of_process(), &why);
     log.write(util::LogLevel::kInfo, "device choice: " + why);
     std::vector<PortPlan> out;
     for (auto &p : plans) {

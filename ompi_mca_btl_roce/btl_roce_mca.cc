@@ -50,6 +50,19 @@ void release_enum(mca_base_var_enum_t *en) {
     }
 }
 
+/// Whether the user gave btl_roce_<name> a value of their own (the
+/// environment, a file, the command line, an override: any source but the
+/// default) other than 0, which Open MPI's help for the generic latency and
+/// bandwidth parameters defines as "auto-detect at run time".
+bool user_set_nonzero(const char *name, unsigned value) {
+    int idx = mca_base_var_find("opal", "btl", "roce", name);
+    const mca_base_var_t *var = nullptr;
+    if (idx < 0 || mca_base_var_get(idx, &var) != OPAL_SUCCESS || var == nullptr) {
+        return false;
+    }
+    return var->mbv_source != MCA_BASE_VAR_SOURCE_DEFAULT && value != 0;
+}
+
 } // namespace
 
 int register_params() noexcept {
@@ -250,6 +263,8 @@ util::Result<ModuleConfig> validated_module_config() {
     }
     ModuleConfig c;
     c.btl = t;
+    c.bandwidth_set = user_set_nonzero("bandwidth", t.btl_bandwidth);
+    c.latency_set = user_set_nonzero("latency", t.btl_latency);
     c.device.srq_size = static_cast<uint32_t>(p.srq_size);
     c.device.send_frags = static_cast<uint32_t>(p.send_frags);
     c.device.sq_depth = static_cast<uint32_t>(p.sq_depth);

@@ -12,6 +12,7 @@
 #include "opal/mca/btl/base/base.h"
 
 #include "btl_roce_log.h"
+#include "select/rail_speed.h"
 #include "util/strings.h"
 
 namespace roce::btl {
@@ -194,8 +195,8 @@ void btl_defaults(mca_btl_base_module_t &t, mca_btl_base_component_t *component)
     t.btl_rdma_pipeline_frag_size = 1024 * 1024;
     t.btl_min_rdma_pipeline_size = 16 * 1024;
     t.btl_exclusivity = MCA_BTL_EXCLUSIVITY_DEFAULT;
-    t.btl_latency = 10;
-    t.btl_bandwidth = 25000;
+    t.btl_latency = kDefaultLatency;
+    t.btl_bandwidth = kDefaultBandwidth;
     t.btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET |
                   MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_ATOMIC_OPS |
                   MCA_BTL_FLAGS_ATOMIC_FOPS | MCA_BTL_FLAGS_RDMA_FLUSH;
@@ -209,6 +210,50 @@ void btl_defaults(mca_btl_base_module_t &t, mca_btl_base_component_t *component)
     t.btl_put_local_registration_threshold = 0;
     install_function_table(t);
 }
+
+namespace {
+
+// btl_bandwidth from the port (select::rail_bandwidth: the Ethernet speed of
+// the netdev or the bond's members, else active_speed x active_width), so
+// that the bml splits traffic over rails by speed. A value the user set
+// wins. btl_latency is not derived: the bml sends first fragments only over
+// the btls of the lowest latency, so rails that differ in speed must keep
+// one latency to all carry eager traffic; 0 ("auto") becomes the default.
+void derive_speed(mca_btl_base_module_t &b, const PortPlan &plan, const ModuleConfig &cfg,
+                  const verbs::VerbsApi &api, ibv_context *ctx, util::LogSink &log) {
+    ibv_port_attr attr{};
+    select::PortSpeed port;
+    if (api.query_port(ctx, static_cast<uint8_t>(plan.port), &attr) == 0) {
+        port.active_speed = attr.active_speed;
+        port.active_width = attr.active_width;
+    }
+    static const topo::Snapshot kEmpty;
+    select::RailBandwidth bw = select::rail_bandwidth(plan.snapshot ? *plan.snapshot : kEmpty,
+                                                      plan.selection.netdev, port);
+    std::string bw_text;
+    if (cfg.bandwidth_set) {
+        bw_text = util::format("bandwidth %u Mb/s (btl_roce_bandwidth, set explicitly; the port "
+                               "says: %s)",
+                               b.btl_bandwidth, bw.why.c_str());
+    } else if (bw.derived()) {
+        b.btl_bandwidth = bw.mbps;
+        bw_text = util::format("bandwidth %u Mb/s (%s)", bw.mbps, bw.why.c_str());
+    } else {
+        b.btl_bandwidth = b.btl_bandwidth != 0 ? b.btl_bandwidth : kDefaultBandwidth;
+        bw_text =
+            util::format("bandwidth %u Mb/s (the default: %s)", b.btl_bandwidth, bw.why.c_str());
+    }
+    if (!cfg.latency_set && b.btl_latency == 0) {
+        b.btl_latency = kDefaultLatency;
+    }
+    log.write(util::LogLevel::kInfo,
+              util::format("btl roce: %s:%d: %s, latency %u us (%s)", plan.device.c_str(),
+                           plan.port, bw_text.c_str(), b.btl_latency,
+                           cfg.latency_set ? "btl_roce_latency, set explicitly"
+                                           : "the default, the same on every rail"));
+}
+
+} // namespace
 
 Module::Module(const PortPlan &plan, const ModuleConfig &cfg, ModuleEnv env,
                util::LogSink &log)
@@ -235,6 +280,7 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
         return dev.status();
     }
     m->dev_ = std::move(dev.value());
+    derive_speed(m->c_.super, plan, cfg, *m->env_.verbs, m->dev_->context(), log);
     RetirementConfig rc;
     rc.cq_entries = static_cast<uint32_t>(m->dev_->cq()->cqe);
     m->retirement_ = std::make_unique<Retirement>(log, rc);

@@ -70,7 +70,19 @@ struct ModuleConfig {
     size_t rdma_chunk = 256 * 1024;
     uint32_t chunks_per_path = 4;
     uint32_t seq_span = 8192;        ///< data fragments in flight per endpoint, at most
+    /// btl_roce_bandwidth / btl_roce_latency were set by the user (to
+    /// something other than Open MPI's 0, "auto-detect"): every module keeps
+    /// them. Otherwise each module derives its bandwidth from its port
+    /// (select::rail_bandwidth), so that the bml weighs rails by speed.
+    bool bandwidth_set = false;
+    bool latency_set = false;
 };
+
+/// btl_latency (us) and btl_bandwidth (Mb/s) before a module knows its port:
+/// what ompi_info shows, and what a module keeps when its port's speed is
+/// unknown (select::rail_bandwidth).
+inline constexpr uint32_t kDefaultLatency = 10;
+inline constexpr uint32_t kDefaultBandwidth = 25000;
 
 /// The defaults of the generic btl parameters and the capabilities of this
 /// btl (flags, atomics), before Open MPI registers the user's values over

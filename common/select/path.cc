@@ -43,6 +43,26 @@ int routed_address(const GidEntry &g, const Peer &peer) {
     return -1;
 }
 
+/// The peer's routable (not link-local) addresses, "a, b/24", or "" when it
+/// advertised none. Called when only link-local reaches the peer: every
+/// routable one then lies on no subnet of the chosen port (select_port
+/// ranks link-local last).
+std::string unreached_routable(const Peer &peer) {
+    std::vector<std::string> out;
+    for (const PeerAddress &pa : peer.addresses) {
+        if (!pa.address.is_link_local() && !pa.address.empty() && !pa.address.is_zero()) {
+            std::string a = pa.address.to_string();
+            if (pa.prefix_len >= 0) {
+                a += "/" + std::to_string(pa.prefix_len);
+            }
+            if (std::find(out.begin(), out.end(), a) == out.end()) {
+                out.push_back(a);
+            }
+        }
+    }
+    return util::join(out, ", ");
+}
+
 /// The largest path MTU (bytes) `port` and `netdev` carry now; 0 unknown.
 int mtu_limit(const topo::Snapshot &snap, const PortInfo &port, const std::string &netdev) {
     const topo::NetdevInfo *nd = snap.find_netdev(netdev);
@@ -116,6 +136,19 @@ PathDecision select_path(const topo::Snapshot &snapshot, const PortRef &port,
         return d;
     }
     const PeerAddress &remote = peer.peer.addresses[static_cast<size_t>(i)];
+    if (options.gid_index < 0 && remote.address.is_link_local()) {
+        if (std::string routable = unreached_routable(peer.peer); !routable.empty()) {
+            d.error = util::format(
+                "only link-local addresses connect %s:%d to peer %s (%s -> %s), while the peer's "
+                "routable addresses (%s) are on no subnet of this port: its port is on another "
+                "network, and a link-local GID cannot tell links apart, so this port does not "
+                "reach it",
+                port.device.c_str(), port.port, peer.peer.name.c_str(),
+                topo::gid_to_string(sel.gid).c_str(), remote.address.to_string().c_str(),
+                routable.c_str());
+            return d;
+        }
+    }
     d.remote_gid = remote.address.to_gid();
     d.remote_prefix_len = remote.prefix_len;
     d.why.push_back(util::format(

@@ -60,8 +60,12 @@ struct PathDecision {
 /// GID type and address family. The path MTU is the lower of the two sides'.
 /// Refusals (error set, selection empty): the port is not in the snapshot,
 /// select_port refuses (not RoCE, not active, nothing reaches the peer, a
-/// bad override or qkey), or the peer advertised no GID of our type and
-/// family.
+/// bad override or qkey), the peer advertised no GID of our type and
+/// family, or only link-local addresses connect the two while the peer
+/// advertised routable ones that lie on no subnet of this port (its port is
+/// on another network: every link has fe80::/64, so link-local proves
+/// nothing; a rail reaching a peer only that way is not a rail to it) -
+/// unless options.gid_index is set.
 PathDecision select_path(const topo::Snapshot &snapshot, const PortRef &port,
                          const Options &options, const PeerPort &peer, bool privileged);
 

@@ -104,6 +104,7 @@ Status copy_netdev(const Copy &c, const std::string &dir) {
         st = st ? copy_attr(c, dir + "/" + a, false) : st;
     }
     st = st ? copy_attr(c, dir + "/carrier", true) : st;
+    st = st ? copy_attr(c, dir + "/speed", true) : st; // fails when down or virtual
     for (const char *a : {"mode", "slaves", "active_slave", "ad_num_ports", "xmit_hash_policy",
                           "miimon", "lacp_rate"}) {
         st = st ? copy_attr(c, dir + "/bonding/" + a, true) : st;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "topo/fs.h"
@@ -245,6 +246,17 @@ Result<Snapshot> read_capture(const std::string &dir) {
             return addrs.status();
         }
         attach_addresses(links.value(), *addrs);
+        // `ip -j link` has no speed: the captured sysfs attribute, where
+        // there is one (a capture made before it was recorded has none).
+        for (auto &n : links.value()) {
+            const std::string rel = "sys/class/net/" + n.name + "/speed";
+            if (!tree.exists(rel)) {
+                continue;
+            }
+            auto text = tree.read_line(rel);
+            auto v = text ? util::parse_int(*text) : std::nullopt;
+            n.speed_mbps = v && *v > 0 && *v <= INT32_MAX ? static_cast<int>(*v) : -1;
+        }
         return links;
     };
     std::vector<std::string> warnings;

@@ -138,6 +138,9 @@ struct NetdevInfo {
     std::vector<AddressInfo> addresses;
     bool admin_up = false;              ///< IFF_UP (administratively up)
     std::optional<BondSlaveInfo> bond_slave; ///< set while enslaved to a bond
+    /// Ethernet speed in Mb/s (sysfs `speed`, as ethtool reports it); -1
+    /// unknown (a down netdev, a virtual one, or a reader that has none).
+    int speed_mbps = -1;
 };
 
 struct Snapshot {

@@ -317,6 +317,9 @@ NetdevInfo read_netdev(Attrs &a, const std::string &dir, const std::string &name
     auto oper = a.line(dir + "/operstate");
     n.operstate = oper ? parse_operstate(*oper) : OperState::kUnknown;
     n.carrier = read_int(a, dir + "/carrier", 0) == 1;
+    // EINVAL when down, -1 or absent on virtual devices: unknown.
+    int speed = read_int(a, dir + "/speed", -1);
+    n.speed_mbps = speed > 0 ? speed : -1;
     auto mac = a.line(dir + "/address");
     n.mac = mac ? *mac : "";
     auto master = a.link(dir + "/master");

@@ -3,6 +3,7 @@
 
 #include <hwloc.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "util/strings.h"
@@ -13,19 +14,43 @@ std::vector<std::string> nearest_devices(const std::vector<DeviceLocality> &devi
                                          const std::set<int> &process_nodes,
                                          std::string *why) {
     std::vector<std::string> near, all;
+    uint32_t near_best = 0;
+    bool near_known = true; // every near device's bandwidth is known
     for (const auto &d : devices) {
         all.push_back(d.device);
         if (d.numa_node >= 0 && process_nodes.count(d.numa_node) != 0) {
             near.push_back(d.device);
+            near_best = std::max(near_best, d.mbps);
+            near_known = near_known && d.mbps > 0;
         }
     }
     if (!near.empty() && near.size() < all.size()) {
-        if (why != nullptr) {
-            *why = util::format("using %s: on the NUMA node(s) this process is bound to; not "
-                                "using the other %zu device(s)",
-                                util::join(near, ", ").c_str(), all.size() - near.size());
+        // Far rails that are faster than every near one stay: distance only
+        // decides between equals.
+        std::vector<std::string> keep, faster;
+        for (const auto &d : devices) {
+            bool is_near = std::find(near.begin(), near.end(), d.device) != near.end();
+            if (!is_near && near_known && d.mbps > near_best) {
+                faster.push_back(util::format("%s (NUMA node %d, %u Mb/s)", d.device.c_str(),
+                                              d.numa_node, d.mbps));
+            }
+            if (is_near || (near_known && d.mbps > near_best)) {
+                keep.push_back(d.device);
+            }
         }
-        return near;
+        if (why != nullptr) {
+            size_t dropped = all.size() - near.size() - faster.size();
+            *why = util::format("using %s: on the NUMA node(s) this process is bound to",
+                                util::join(near, ", ").c_str());
+            if (dropped > 0) {
+                *why += util::format("; not using the other %zu device(s)", dropped);
+            }
+            if (!faster.empty()) {
+                *why += util::format("; also using %s: faster than the local rails (%u Mb/s)",
+                                     util::join(faster, ", ").c_str(), near_best);
+            }
+        }
+        return keep;
     }
     if (why != nullptr) {
         *why = all.size() <= 1 ? "one RDMA device" :
@@ -45,17 +70,15 @@ int read_device_numa_node(const std::string &device, const std::string &root) {
     return node;
 }
 
-std::set<int> process_numa_nodes() {
+std::set<int> process_numa_nodes(hwloc_topology_t topo) {
     std::set<int> nodes;
-    hwloc_topology_t topo = nullptr;
-    if (hwloc_topology_init(&topo) != 0) {
+    if (topo == nullptr || hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) <= 1) {
         return nodes;
     }
     hwloc_bitmap_t cpus = hwloc_bitmap_alloc();
     hwloc_bitmap_t numa = hwloc_bitmap_alloc();
-    if (hwloc_topology_load(topo) == 0 && cpus != nullptr && numa != nullptr &&
-        hwloc_get_cpubind(topo, cpus, HWLOC_CPUBIND_PROCESS) == 0 &&
-        hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) > 1) {
+    if (cpus != nullptr && numa != nullptr &&
+        hwloc_get_cpubind(topo, cpus, HWLOC_CPUBIND_PROCESS) == 0) {
         hwloc_cpuset_to_nodeset(topo, cpus, numa);
         for (int i = hwloc_bitmap_first(numa); i >= 0; i = hwloc_bitmap_next(numa, i)) {
             nodes.insert(i);
@@ -67,7 +90,6 @@ std::set<int> process_numa_nodes() {
     if (cpus != nullptr) {
         hwloc_bitmap_free(cpus);
     }
-    hwloc_topology_destroy(topo);
     return nodes;
 }
 

@@ -1,6 +1,9 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #pragma once
 
+#include <hwloc.h>
+
+#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
@@ -11,11 +14,14 @@ namespace roce::btl {
 struct DeviceLocality {
     std::string device;
     int numa_node = -1; ///< -1: unknown (virtual devices such as rxe, or no NUMA)
+    uint32_t mbps = 0;  ///< the rail's bandwidth (select::rail_bandwidth), 0 unknown
 };
 
 /// Which devices to use, given the NUMA nodes the process is bound to:
-///  - devices on a NUMA node the process runs on come first: only they are
-///    used when there is at least one;
+///  - devices on a NUMA node the process runs on come first: when rails are
+///    equal, only they are used when there is at least one; a farther
+///    device is kept only when its bandwidth is known and above that of
+///    every near one (a faster rail is worth the distance);
 ///  - otherwise (process not bound, bound across every node, or no device
 ///    local to it) every device is used, since none is nearer;
 ///  - devices whose node is unknown count as neither near nor far.
@@ -29,8 +35,11 @@ std::vector<std::string> nearest_devices(const std::vector<DeviceLocality> &devi
 /// device/numa_node), -1 when unknown.
 int read_device_numa_node(const std::string &device, const std::string &root = "/");
 
-/// The NUMA nodes covering this process's CPU binding (hwloc); empty when
-/// unknown or when the machine has a single node.
-std::set<int> process_numa_nodes();
+/// The NUMA nodes covering this process's CPU binding in `topology`, an
+/// already loaded hwloc topology (the btl passes Open MPI's own,
+/// opal_hwloc_topology: no second topology is loaded per rank); empty when
+/// unknown, when `topology` is null, or when the machine has a single node.
+/// Does not modify `topology`.
+std::set<int> process_numa_nodes(hwloc_topology_t topology);
 
 } // namespace roce::btl

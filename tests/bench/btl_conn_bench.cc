@@ -211,7 +211,7 @@ private:
         p->name = (uint64_t{0x77} << 32) | static_cast<uint32_t>(i);
         p->proc.proc_name.jobid = 0x77;
         p->proc.proc_name.vpid = static_cast<opal_vpid_t>(i);
-        p->proc.proc_hostname = const_cast<char *>("bench");
+        compat::set_proc_hostname(&p->proc, "bench");
         btl::ModuleEnv env;
         env.verbs = &fake_.api();
         if (i != 0) {

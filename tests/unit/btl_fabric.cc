@@ -98,39 +98,53 @@ BtlFabric::BtlFabric(FabricOptions o) : fake(fixture(o.fixture)) {
         p->proc.proc_name.jobid = 0x1234;
         p->proc.proc_name.vpid = static_cast<opal_vpid_t>(i);
         compat::set_proc_hostname(&p->proc, "fakehost");
-        btl::ModuleEnv env;
-        env.verbs = &fake.api();
-        env.snapshots = qp::cache_snapshot_source(*cache, plans.front().device);
-        env.who = {p->name, p->token, static_cast<uint32_t>(o.procs)};
-        env.peers = this;
-        env.registry = [](btl::Device &dev) -> util::Result<std::unique_ptr<btl::MemoryRegistry>> {
-            return std::unique_ptr<btl::MemoryRegistry>(std::make_unique<DirectRegistry>(dev));
-        };
-        env.clock = [this] { return now(); };
-        env.report = [this](const char *topic, const std::string &detail) {
-            reports.emplace_back(topic, detail);
-        };
-        env.finalized = [this](mca_btl_base_module_t *b) {
-            for (auto &q : procs) {
-                if (q->module && q->btl() == b) {
-                    g_owner.erase(b);
-                    q->module.reset();
-                }
-            }
-            return OPAL_SUCCESS;
-        };
-        auto m = btl::Module::create(plans[0], cfg, std::move(env), log);
-        if (!m) {
-            FAIL("Module::create: " << m.status().to_string());
-        }
-        p->module = std::move(m.value());
-        p->module->set_port_index(0);
-        g_owner[p->btl()] = p.get();
-        REQUIRE(p->btl()->btl_register_error(p->btl(), on_error) == OPAL_SUCCESS);
         index_[&p->proc] = i;
         btl::wire::ModexAddress a;
         a.token = p->token;
-        a.ports.push_back(p->module->advert());
+        const size_t rails = o.all_rails ? plans.size() : 1;
+        for (size_t r = 0; r < rails; ++r) {
+            btl::ModuleEnv env;
+            env.verbs = &fake.api();
+            env.snapshots = qp::cache_snapshot_source(*cache, plans[r].device);
+            env.who = {p->name, p->token, static_cast<uint32_t>(o.procs)};
+            env.peers = this;
+            env.registry =
+                [](btl::Device &dev) -> util::Result<std::unique_ptr<btl::MemoryRegistry>> {
+                return std::unique_ptr<btl::MemoryRegistry>(std::make_unique<DirectRegistry>(dev));
+            };
+            env.clock = [this] { return now(); };
+            env.report = [this](const char *topic, const std::string &detail) {
+                reports.emplace_back(topic, detail);
+            };
+            env.finalized = [this](mca_btl_base_module_t *b) {
+                for (auto &q : procs) {
+                    if (q->module && q->btl() == b) {
+                        g_owner.erase(b);
+                        q->module.reset();
+                    }
+                    for (auto &m : q->more_rails) {
+                        if (m && m->base() == b) {
+                            g_owner.erase(b);
+                            m.reset();
+                        }
+                    }
+                }
+                return OPAL_SUCCESS;
+            };
+            auto m = btl::Module::create(plans[r], cfg, std::move(env), log);
+            if (!m) {
+                FAIL("Module::create: " << m.status().to_string());
+            }
+            m.value()->set_port_index(static_cast<uint16_t>(r));
+            mca_btl_base_module_t *b = m.value()->base();
+            g_owner[b] = p.get();
+            REQUIRE(b->btl_register_error(b, on_error) == OPAL_SUCCESS);
+            a.ports.push_back(m.value()->advert());
+            (r == 0 ? p->module : p->more_rails.emplace_back()) = std::move(m.value());
+        }
+        if (o.modex) {
+            o.modex(i, a);
+        }
         modex_.push_back(a);
         procs.push_back(std::move(p));
     }
@@ -146,6 +160,12 @@ BtlFabric::~BtlFabric() {
             g_owner.erase(p->btl());
         }
         p->module.reset();
+        for (auto &m : p->more_rails) {
+            if (m) {
+                g_owner.erase(m->base());
+            }
+            m.reset();
+        }
     }
 }
 
@@ -199,6 +219,9 @@ int BtlFabric::progress_all() {
         if (p->module) {
             n += p->module->progress();
         }
+        for (auto &m : p->more_rails) {
+            n += m ? m->progress() : 0;
+        }
     }
     return n;
 }
@@ -220,6 +243,8 @@ bool BtlFabric::deliver(size_t k) {
     size_t r = owner_of_ud(d.dst_qpn);
     if (r < procs.size()) {
         procs[r]->module->progress();
+    } else {
+        progress_all(); // another rail's UD QP
     }
     return ok;
 }
@@ -262,6 +287,11 @@ int BtlFabric::finalize(size_t i) {
     mca_btl_base_module_t *b = procs[i]->btl();
     tick_ = 0.1;
     int rc = b->btl_finalize(b);
+    for (auto &m : procs[i]->more_rails) {
+        mca_btl_base_module_t *mb = m ? m->base() : nullptr;
+        int more = mb != nullptr ? mb->btl_finalize(mb) : OPAL_SUCCESS;
+        rc = rc == OPAL_SUCCESS ? more : rc;
+    }
     tick_ = 1e-6;
     return rc;
 }

@@ -39,6 +39,9 @@ struct BtlProc {
     uint64_t token = 0;
     opal_proc_t proc{};
     std::unique_ptr<btl::Module> module;        ///< null once finalized
+    /// FabricOptions::all_rails: the modules of the machine's other ports
+    /// (rail r + 1 of this process), published after `module` in the modex.
+    std::vector<std::unique_ptr<btl::Module>> more_rails;
     std::vector<mca_btl_base_endpoint_t *> eps; ///< eps[j]: this process's endpoint for process j
     std::vector<std::string> received;          ///< payloads of the fragments delivered to the PML
     std::vector<std::string> errors;            ///< the PML's error callback
@@ -59,6 +62,12 @@ struct FabricOptions {
     double cache_max_age_s = 0;
     bool monitored = false;
     std::function<void(btl::ModuleConfig &)> tweak;
+    /// One module per port the policy plans (every rail of the machine), not
+    /// just the first; each process publishes them all, in plan order.
+    bool all_rails = false;
+    /// Edits what process i publishes in the modex (e.g. moves one rail to a
+    /// subnet no other process has), after its modules exist.
+    std::function<void(size_t i, btl::wire::ModexAddress &)> modex;
 };
 
 class BtlFabric final : public btl::PeerDirectory {
@@ -109,7 +118,7 @@ public:
     btl::Endpoint &ep(size_t i, size_t j) { return *btl::Endpoint::from(procs[i]->eps[j]); }
     /// True when i's endpoint for j is connected with every path up.
     bool all_up(size_t i, size_t j);
-    /// btl_finalize of process i (its module is deleted), as MPI_Finalize
+    /// btl_finalize of process i (its modules, every rail, are deleted), as MPI_Finalize
     /// does; its bounded drain of retired QPs sees 0.1 s pass per clock read.
     int finalize(size_t i);
 

@@ -236,8 +236,8 @@ int FakeOps::query_port(ibv_context *ctx, uint8_t port, ibv_port_attr *a) {
     a->pkey_tbl_len = static_cast<uint16_t>(p.pkeys.size());
     a->link_layer = p.link_layer;
     a->phys_state = p.state == IBV_PORT_ACTIVE ? 5 : 3;
-    a->active_width = 2;
-    a->active_speed = 64;
+    a->active_width = p.active_width;
+    a->active_speed = p.active_speed;
     return 0;
 }
 

@@ -113,6 +113,8 @@ struct FakePort {
     int gid_tbl_len = 0;
     std::map<int, FakeGid> gids;    ///< populated slots
     std::vector<uint16_t> pkeys;    ///< host order; size = pkey_tbl_len
+    uint8_t active_width = 2;       ///< IBV_WIDTH_4X
+    uint8_t active_speed = 64;      ///< IBV_SPEED_HDR
 };
 
 struct FakeDevice {

@@ -114,7 +114,7 @@ std::string dump(const topo::Snapshot &s, bool with_active_mtu) {
         o << "netdev " << n.name << " ifindex " << n.ifindex << " kind '" << n.kind << "' mtu "
           << n.mtu << " " << topo::to_string(n.operstate) << " carrier " << n.carrier << " mac "
           << n.mac << " master '" << n.master << "' parent '" << n.parent << "' vlan "
-          << n.vlan_id << "\n";
+          << n.vlan_id << " speed " << n.speed_mbps << "\n";
         if (n.bond) {
             o << "  bond " << topo::to_string(n.bond->mode) << " slaves";
             for (const auto &sl : n.bond->slaves) {

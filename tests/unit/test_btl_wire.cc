@@ -379,6 +379,28 @@ TEST_CASE("locality: the devices on the process's NUMA nodes win, ties are kept"
     CHECK(why == "one RDMA device");
 }
 
+TEST_CASE("locality: distance decides between equal rails, a faster far rail stays",
+          "[btl][locality][rails]") {
+    std::string why;
+    // Two equal rails, one per socket: each rank keeps its own.
+    std::vector<DeviceLocality> equal = {{"mlx5_bond_0", 0, 50000}, {"mlx5_bond_1", 1, 50000}};
+    CHECK(nearest_devices(equal, {1}, &why) == std::vector<std::string>{"mlx5_bond_1"});
+    CHECK(why == "using mlx5_bond_1: on the NUMA node(s) this process is bound to; not using "
+                 "the other 1 device(s)");
+    // A 2 x 25G LAG near, a 100G port far: the faster rail is kept as well.
+    std::vector<DeviceLocality> unequal = {{"mlx5_bond_0", 0, 50000}, {"mlx5_2", 1, 100000}};
+    CHECK(nearest_devices(unequal, {0}, &why) ==
+          std::vector<std::string>{"mlx5_bond_0", "mlx5_2"});
+    CHECK(why == "using mlx5_bond_0: on the NUMA node(s) this process is bound to; also using "
+                 "mlx5_2 (NUMA node 1, 100000 Mb/s): faster than the local rails (50000 Mb/s)");
+    // ... but not a slower one, and not on a guess when a local speed is unknown.
+    CHECK(nearest_devices(unequal, {1}) == std::vector<std::string>{"mlx5_2"});
+    std::vector<DeviceLocality> unknown = {{"mlx5_bond_0", 0, 0}, {"mlx5_2", 1, 100000}};
+    CHECK(nearest_devices(unknown, {0}) == std::vector<std::string>{"mlx5_bond_0"});
+    // Without a loaded topology nothing is known about the binding.
+    CHECK(process_numa_nodes(nullptr).empty());
+}
+
 TEST_CASE("seq window: new, duplicate, out of order, wraparound", "[btl][seq]") {
     SeqWindow w(16);
     CHECK(w.accept(0) == SeqWindow::Verdict::kNew);

@@ -386,3 +386,55 @@ TEST_CASE("policy: with a peer reachable from two subnets both ends pick the sam
         CHECK(pc.selection->gid_index == (std::string(fix) == "mlx5_lag" ? 3 : 9));
     }
 }
+
+// Issue 16's public shapes as capture fixtures (tests/fixtures/README.md
+// says where each comes from): the chosen index and the explanation's key
+// phrases, with and without a peer.
+TEST_CASE("select: GID tables users posted publicly", "[select][fixtures][public]") {
+    const std::string kMtu4096Bond1 =
+        "path_mtu: 4096 (IBV_MTU_4096) = min(port active MTU unknown (sysfs does not show it), "
+        "bond1 MTU 9000 -> 4096 after 96 bytes of RoCE headers)";
+    const std::vector<Case> cases = {
+        {"ucx#9484: a VXLAN with the bond's address listed first loses to the bond",
+         "mlx5_lag_vxlan", "mlx5_bond_0:1", {}, nullptr, 5,
+         {"gid: gid[5] ::ffff:30.153.10.175 (RoCE v2, bond1, 30.153.10.175/24)",
+          "decided by: the port's own netdev or a VLAN on it before other devices (gid[3] on "
+          "b3.vxlan.30100 ranked next)",
+          "gid[3] on b3.vxlan.30100 (a VXLAN overlay: the NIC does not encapsulate RoCE) lost to "
+          "gid[5] on bond1, the port's own netdev"},
+         IBV_MTU_4096},
+        {"ucx#9484 with a peer both GIDs reach", "mlx5_lag_vxlan", "mlx5_bond_0:1", {},
+         "30.153.10.176", 5,
+         {"reaches peer 30.153.10.176",
+          "gid[3] on b3.vxlan.30100 (a VXLAN overlay: the NIC does not encapsulate RoCE) lost to "
+          "gid[5] on bond1, the port's own netdev"},
+         IBV_MTU_4096},
+        {"two bonded devices: the first rail on its subnet", "mlx5_two_bonds", "mlx5_bond_0:1", {},
+         "198.18.0.12", 3, {"reaches peer 198.18.0.12 (in 198.18.0.0/24)"}, IBV_MTU_4096},
+        {"two bonded devices: the second rail on its subnet", "mlx5_two_bonds", "mlx5_bond_1:1",
+         {}, "198.20.0.12", 3, {"reaches peer 198.20.0.12 (in 198.20.0.0/24)", kMtu4096Bond1},
+         IBV_MTU_4096},
+        {"two bonded devices: the first rail does not reach the second's subnet",
+         "mlx5_two_bonds", "mlx5_bond_0:1", {}, "198.20.0.12/24", -1,
+         {"no reachable GID on mlx5_bond_0:1 for peer 198.20.0.12/24"}},
+        {"uccl#803: IPv6-only bnxt_re, link-local and ULA: the ULA RoCE v2 entry",
+         "bnxt_ipv6_ula", "bnxt_re0:1", {}, nullptr, 3,
+         {"gid: gid[3] fd93:16d3:59b6:1::11 (RoCE v2, ens3f0np0, fd93:16d3:59b6:1::11/64)",
+          "no usable IPv4-mapped GID: using unique-local IPv6 (fc00::/7, routed within the site)",
+          "gid[0], gid[1]: link-local, a last resort"},
+         IBV_MTU_4096},
+        {"uccl#803 with a ULA peer", "bnxt_ipv6_ula", "bnxt_re0:1", {}, "fd93:16d3:59b6:1::12", 3,
+         {"reaches peer fd93:16d3:59b6:1::12 (in fd93:16d3:59b6:1::/64)"}, IBV_MTU_4096},
+        {"link-local RoCE v2 at [1], IPv4 RoCE v2 at [3]: [3]", "mlx5_gid3", "mlx5_0:1", {},
+         nullptr, 3,
+         {"gid: gid[3] ::ffff:192.168.60.11 (RoCE v2, ens1f0np0, 192.168.60.11/24)",
+          "decided by: RoCE v2 before v1 (gid[2] on ens1f0np0 ranked next)",
+          "gid[0], gid[1]: link-local, a last resort"},
+         IBV_MTU_4096},
+        {"link-local RoCE v2 at [1] stays a last resort with a peer", "mlx5_gid3", "mlx5_0:1", {},
+         "192.168.60.12", 3, {"reaches peer 192.168.60.12 (in 192.168.60.0/24)"}, IBV_MTU_4096},
+    };
+    for (const auto &c : cases) {
+        check(c, fixture(c.fixture));
+    }
+}

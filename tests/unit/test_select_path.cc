@@ -100,6 +100,17 @@ const std::vector<PathCase> kPathCases = {
     {"two separate ports: port 2's subnet is not port 1's", "mlx4_two_ports", {"mlx4_0", 1},
      {"198.18.2.12/24"}, IBV_MTU_4096, {}, -1, nullptr, -1, IBV_MTU_4096,
      {"no reachable GID on mlx4_0:1"}},
+    {"another rail's port: only link-local connects, the peer's routable subnet is not ours",
+     "mlx5_two_bonds", {"mlx5_bond_1", 1}, {"fe80::ba59:9fff:fe40:11/64", "198.18.0.12/24"},
+     IBV_MTU_4096, {}, -1, nullptr, -1, IBV_MTU_4096,
+     {"only link-local addresses connect mlx5_bond_1:1 to peer rank 1", "while the peer's "
+      "routable addresses (198.18.0.12/24) are on no subnet of this port"}},
+    {"the same rail's port: its routable subnet is ours", "mlx5_two_bonds", {"mlx5_bond_1", 1},
+     {"fe80::ba59:9fff:fe40:21/64", "198.20.0.12/24"}, IBV_MTU_4096, {}, 3, "198.20.0.12", 24,
+     IBV_MTU_4096, {"remote: 198.20.0.12 (in 198.20.0.0/24)"}},
+    {"a peer with only link-local addresses is still reached over link-local", "mlx5_two_bonds",
+     {"mlx5_bond_1", 1}, {"fe80::ba59:9fff:fe40:21/64"}, IBV_MTU_4096, {}, 1,
+     "fe80::ba59:9fff:fe40:21", 64, IBV_MTU_4096, {}},
 };
 // clang-format on
 

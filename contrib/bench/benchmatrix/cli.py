@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from . import envinfo, execute, plan, report
+from . import envinfo, execute, guard, plan, report
 
 HELP = """\
 Runs the benchmark matrix: transports x places, several repetitions with the
@@ -28,6 +28,13 @@ transports
   A transport that does not work at a place is probed once, recorded "n/a" with
   the reason, and skipped; it never stops the run.
 
+run guard (benchmatrix/guard.py)
+  every timed run records the load average and the CPU the other processes used
+  (/proc/stat, /proc/PID/stat, the run's own process tree excluded) in
+  guard.csv; a run during which they used more than --guard-cores (0.1) is
+  repeated up to --guard-retries (2) times and, still busy, left out of the
+  medians (status "busy" in runs.csv, figures in raw-busy.csv).
+
 places
   host   this machine, 2 ranks (shared memory)
   one    contrib/vmtest/run one  (node1 alone, both ranks on rxe loopback)
@@ -41,8 +48,9 @@ benchmarks (tests/bench, tests/mpi/mpi-pingpong)
   guests: one MPI job per run (tests/bench/pair): latency 8 B (and 64 KiB), bandwidth
           1 MiB (and 64 KiB; window 4, unidirectional); ibv_rc_pingpong 8 B (and 1 MiB)
 
-time (2 shared cores): --quick about 10 min for all places; the full run about
-30 min (boots: one guest ~1 min, two guests ~1.5-2.5 min).
+time (2 shared cores): --quick about 10 min for all places; the full run took
+about 30 min at 3 repetitions (boots: one guest ~1 min, two guests ~1.5-2.5
+min); the default 5 take proportionally longer, plus the guard's repetitions.
 
 examples
   contrib/bench/run-matrix --quick --places host          # check the harness
@@ -62,9 +70,15 @@ def parse(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--places", default="host,one,two",
                     help="comma-separated subset of host,one,two (default all)")
-    ap.add_argument("--reps", type=int, help="repetitions on the host (default 3; --quick 1)")
+    ap.add_argument("--reps", type=int, help="repetitions on the host (default 5; --quick 1)")
     ap.add_argument("--guest-reps", type=int,
-                    help="repetitions in the guests (default 3; --quick 1)")
+                    help="repetitions in the guests (default 5; --quick 1)")
+    ap.add_argument("--guard-cores", type=float, default=guard.DEFAULT_MAX_CORES,
+                    help="the run guard: a timed run during which the other processes used "
+                    "more than this many cores is repeated, and left out of the medians if "
+                    "it stays busy (default 0.1; 0: off)")
+    ap.add_argument("--guard-retries", type=int, default=2,
+                    help="how often a busy run is repeated (default 2)")
     ap.add_argument("--quick", action="store_true",
                     help="CI-style: fewer sizes, iterations and repetitions")
     ap.add_argument("--out", help="results directory (default /tmp/ompi-roce-bench/TIMESTAMP)")
@@ -91,9 +105,9 @@ def parse(argv):
         if p not in plan.PLACES:
             ap.error(f"unknown place {p!r} (host, one, two)")
     if a.reps is None:
-        a.reps = 1 if a.quick else 3
+        a.reps = 1 if a.quick else 5
     if a.guest_reps is None:
-        a.guest_reps = 1 if a.quick else 3
+        a.guest_reps = 1 if a.quick else 5
     return a
 
 
@@ -110,7 +124,8 @@ def run_inner(a):
         json.dump(envinfo.collect(src if a.inner == "host" else None), f, indent=1)
     reps = a.reps if a.inner == "host" else a.guest_reps
     place = execute.Place(a.inner, out, {"dir": a.build, "src": src}, a.comp_dir, reps,
-                          a.quick, log=log, explore=a.ucx_explore)
+                          a.quick, log=log, explore=a.ucx_explore,
+                          guard_cores=a.guard_cores, guard_retries=a.guard_retries)
     place.run()
     return 0
 
@@ -139,7 +154,8 @@ def run_guest(a, place, out, comp, skipped):
     res = os.path.join(out, f"vm-{place}")
     me = os.path.realpath(sys.argv[0])
     inner = ["/usr/bin/python3", me, "--inner", place, "--build", a.build, "--comp-dir", comp,
-             "--guest-reps", str(a.guest_reps), "--out", os.path.join(res, "out")]
+             "--guest-reps", str(a.guest_reps), "--out", os.path.join(res, "out"),
+             "--guard-cores", str(a.guard_cores), "--guard-retries", str(a.guard_retries)]
     if a.quick:
         inner.append("--quick")
     if a.ucx_explore:

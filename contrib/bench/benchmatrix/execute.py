@@ -2,7 +2,11 @@
 
 Writes into OUT: raw.csv (every figure of every repetition), runs.csv (every
 run with status, seconds and reason), transports-PLACE.json (what was usable,
-with the exact command or why not), logs/PLACE/... (stdout/stderr of each run).
+with the exact command or why not), logs/PLACE/... (stdout/stderr of each run),
+guard.csv (the run guard's record of every timed run: load average, the other
+processes' CPU) and raw-busy.csv (the figures of runs the guard marked busy:
+taken while something else used more than --guard-cores; they are repeated up
+to --guard-retries times and left out of raw.csv, so out of the medians).
 A transport that cannot run is recorded "n/a" with its reason; nothing here
 raises on a failed run.
 """
@@ -15,7 +19,7 @@ import shlex
 import subprocess
 import time
 
-from . import plan
+from . import guard, plan
 
 CSV_LINE = re.compile(r"^([A-Za-z][\w-]*),(\d+),([^,\s]+),([-+0-9.eE]+)$")
 REASON_HINT = re.compile(r"error|fatal|abort|cannot|failed|unreachable|refus|not found|"
@@ -54,8 +58,11 @@ def shell_cmd(env, argv):
 class Place:
     """Runs one place's share of the matrix."""
 
-    def __init__(self, place, out, build, comp_dir, reps, quick, log=print, explore=False):
+    def __init__(self, place, out, build, comp_dir, reps, quick, log=print, explore=False,
+                 guard_cores=guard.DEFAULT_MAX_CORES, guard_retries=2):
         self.place, self.out, self.build, self.explore = place, out, build, explore
+        self.guard_cores, self.guard_retries = guard_cores, guard_retries
+        self.probe_guard = {}  # transport key -> the guard's record of its probe
         self.comp_dir, self.reps, self.quick, self.log = comp_dir, reps, quick, log
         self.logdir = os.path.join(out, "logs", place)
         os.makedirs(self.logdir, exist_ok=True)
@@ -109,12 +116,47 @@ class Place:
         return rc, out, err, secs, timed_out
 
     def _record_run(self, key, rep, bench, status, secs, reason, rows):
-        with open(os.path.join(self.out, "raw.csv"), "a", newline="") as f:
+        raw = "raw-busy.csv" if status == "busy" else "raw.csv"  # busy: not in the medians
+        with open(os.path.join(self.out, raw), "a", newline="") as f:
             w = csv.writer(f)
             for b, size, metric, value in rows:
                 w.writerow([self.place, key, rep, b, size, metric, value])
         with open(os.path.join(self.out, "runs.csv"), "a", newline="") as f:
             csv.writer(f).writerow([self.place, key, rep, bench, status, f"{secs:.1f}", reason])
+
+    # ---- the run guard -----------------------------------------------------
+    def _record_guard(self, key, rep, bench, attempt, rec):
+        path = os.path.join(self.out, "guard.csv")
+        new = not os.path.exists(path)
+        with open(path, "a", newline="") as f:
+            w = csv.writer(f)
+            if new:
+                w.writerow(["place", "transport", "rep", "bench", "attempt"] + guard.FIELDS)
+            w.writerow([self.place, key, rep, bench, attempt] + [rec[k] for k in guard.FIELDS])
+
+    def _guarded_once(self, fn):
+        g = guard.Guard(self.guard_cores)
+        g.start()
+        res = fn()
+        return res, g.stop()
+
+    def _timed(self, key, rep, bench, fn):
+        """fn() -> (status, secs, reason, rows, cmd), run under the guard. A run
+        that succeeded while others used more than guard_cores is recorded
+        "busy" (its figures in raw-busy.csv) and repeated, up to guard_retries
+        times; the last attempt, still busy, comes back with status "busy"."""
+        for attempt in range(self.guard_retries + 1):
+            res, rec = self._guarded_once(fn)
+            self._record_guard(key, rep, bench, attempt, rec)
+            if res[0] != "ok" or rec["verdict"] == "clean":
+                return res
+            st, secs, reason, rows, cmd = res
+            why = guard.describe(rec)
+            if attempt == self.guard_retries:
+                return ("busy", secs, why, rows, cmd)
+            self._record_run(key, rep, bench, "busy", secs, why + "; repeated", rows)
+            self.log(f"[{self.place}] rep {rep} {key} {bench}: {why}; repeating", flush=True)
+        raise AssertionError("unreachable")
 
     def _progress(self, what, status, secs, rows):
         self.done += 1
@@ -148,7 +190,7 @@ class Place:
             attempts, chosen = [], None
             for name, env, args in plan.ucx_variants(self.place, self.gid, self.explore):
                 cand = plan.Transport(t.key, f"{t.label}, {name}", t.args + args, env)
-                res = self.run_mpi(cand, first, 1)
+                res, rec = self._guarded_once(lambda: self.run_mpi(cand, first, 1))
                 st, secs, reason = res[0], res[1], res[2]
                 attempts.append({"variant": name, "env": env, "args": args, "status": st,
                                  "seconds": round(secs, 1), "reason": reason, "command": res[4]})
@@ -156,6 +198,7 @@ class Place:
                          flush=True)
                 if st == "ok" and chosen is None:
                     chosen = (cand, res)
+                    self.probe_guard[t.key] = rec
                     if not self.explore:
                         break
             if chosen:
@@ -163,7 +206,8 @@ class Place:
                 t.label, t.env, t.args = cand.label, cand.env, cand.args
                 return True, "", attempts, res
             return False, "no UCX setting worked (see attempts)", attempts, None
-        res = self.run_mpi(t, first, 1)
+        res, rec = self._guarded_once(lambda: self.run_mpi(t, first, 1))
+        self.probe_guard[t.key] = rec
         self.log(f"[{self.place}] probe {t.label}: {res[0]} ({res[1]:.0f} s) {res[2]}",
                  flush=True)
         return res[0] == "ok", res[2], [], res if res[0] == "ok" else None
@@ -254,13 +298,20 @@ class Place:
                 self._record_run(t.key, 0, "probe", "n/a", 0, reason, [])
             else:
                 usable.append(t)
+        redo = set()  # probes taken while the machine was busy: run repetition 1 again
         for key, res in probed.items():  # the probes were repetition 1 of bs[0]
             st, secs, reason, rows, cmd = res
             self.info[key]["commands"][bs[0].name] = cmd
+            rec = self.probe_guard.get(key)
+            if rec:
+                self._record_guard(key, 1, bs[0].name, "probe", rec)
+            if rec and rec["verdict"] == "busy":
+                redo.add(key)
+                st, reason = "busy", guard.describe(rec) + "; repeated"
             self._record_run(key, 1, bs[0].name, st, secs, reason, rows)
         per_rep = sum(1 if t.kind == "raw" else len(bs) for t in usable)
         cg = [t for t in usable if self.place == "host" and t.key in ("roce", "ob1")]
-        self.total = per_rep * self.reps + len(cg) - len(probed)
+        self.total = per_rep * self.reps + len(cg) - len(probed) + len(redo)
         self.log(f"[{self.place}] {len(usable)} of {len(ts)} transports usable; "
                  f"{self.total} more runs in {self.reps} repetition(s), transports alternating",
                  flush=True)
@@ -270,17 +321,19 @@ class Place:
             for t in order:
                 work = [("rc_pingpong", None)] if t.kind == "raw" else [(b.name, b) for b in bs]
                 for name, b in work:
-                    if rep == 1 and t.key in probed and b is bs[0]:
+                    if rep == 1 and t.key in probed and t.key not in redo and b is bs[0]:
                         continue
                     if t.kind == "raw":
-                        st, secs, reason, rows, cmd = self.run_raw(rep)
+                        st, secs, reason, rows, cmd = self._timed(
+                            t.key, rep, name, lambda: self.run_raw(rep))
                     else:
-                        st, secs, reason, rows, cmd = self.run_mpi(t, b, rep)
+                        st, secs, reason, rows, cmd = self._timed(
+                            t.key, rep, name, lambda t=t, b=b: self.run_mpi(t, b, rep))
                     self.info[t.key]["commands"][name] = cmd
                     self._record_run(t.key, rep, name, st, secs, reason, rows)
                     self._progress(f"rep {rep} {t.key} {name}", st if not reason else
                                    f"{st}: {reason[:160]}", secs, rows)
-        for t in cg:
+        for t in cg:  # instruction counts: deterministic, no guard
             st, secs, reason, rows, cmd = self.run_callgrind(t)
             self.info[t.key]["commands"]["callgrind"] = cmd
             self._record_run(t.key, 1, "callgrind", st, secs, reason, rows)
@@ -289,5 +342,6 @@ class Place:
         with open(os.path.join(self.out, f"transports-{self.place}.json"), "w") as f:
             json.dump({"place": self.place, "gid_index": self.gid, "reps": self.reps,
                        "quick": self.quick, "transports": self.info,
+                       "guard": {"max_cores": self.guard_cores, "retries": self.guard_retries},
                        "benches": [{"name": b.name, "argv": b.argv, "env": b.env} for b in bs],
                        "seconds": round(time.time() - self.t0)}, f, indent=1)

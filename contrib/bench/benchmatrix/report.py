@@ -8,7 +8,7 @@ import statistics
 import subprocess
 from collections import defaultdict
 
-from . import plan
+from . import guard, plan
 
 SUBJECTS = {"host": ["roce"], "one": ["roce", "ob1-roce"], "two": ["roce", "ob1-roce"]}
 
@@ -238,6 +238,20 @@ def perf_md(summary, runs, tinfo, env, places, plots_made, meta):
       "`docs/perf/matrix/summary.csv`, runs (status, seconds, reason): "
       "`docs/perf/matrix/runs.csv`. How the harness works: `contrib/bench/README.md`.")
     w("")
+    busy = [r for r in runs if r[4] == "busy"]
+    left_out = [r for r in busy if not r[6].endswith("; repeated")]
+    limits = sorted({str(t["guard"]["max_cores"]) for t in tinfo.values() if "guard" in t})
+    w(f"Run guard: a timed run during which other processes used more than "
+      f"{' / '.join(limits) or '0.1'} cores is repeated, and left out of the medians if it "
+      f"stays busy ({len(busy)} busy "
+      f"run(s), {len(left_out)} left out without a clean repetition; their figures in "
+      f"`raw-busy.csv` of the results, the guard's record of every run in "
+      f"`docs/perf/matrix/guard.csv`). "
+      f"Minimum, median and maximum of every figure: `docs/perf/matrix/summary.csv`. "
+      f"Deterministic instruction counts per message (pml roce against ob1 on the self "
+      f"path, the btl over FakeVerbs against the bare verbs floor), which the load cannot "
+      f"move: `docs/perf/instructions.md` (`contrib/bench/count-instructions`).")
+    w("")
     w("## Headline ratios")
     w("")
     w("Latencies and instruction counts: below 1 is better for the first transport; "
@@ -268,7 +282,7 @@ def perf_md(summary, runs, tinfo, env, places, plots_made, meta):
         if place not in tinfo:
             w(f"| {place} | (all) | not run | {meta['skipped'].get(place, 'not requested')} |")
     w("")
-    fails = [r for r in runs if r[4] not in ("ok",) and r[3] != "probe"]
+    fails = [r for r in runs if r[4] not in ("ok", "busy") and r[3] != "probe"]
     if fails:
         w("Runs that failed after a transport passed its probe (place, transport, repetition, "
           "benchmark: reason):")
@@ -366,6 +380,16 @@ def generate(dirs, docs_dir, meta):
         w = csv.writer(f)
         w.writerow(["place", "transport", "rep", "benchmark", "status", "seconds", "reason"])
         w.writerows(runs)
+    guard_rows = []  # the run guard's records (execute.py), every place
+    for place, d in dirs.items():
+        p = os.path.join(d, "guard.csv")
+        if os.path.exists(p):
+            guard_rows += [r for r in csv.reader(open(p)) if r and r[0] == place]
+    if guard_rows:
+        with open(os.path.join(mdir, "guard.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["place", "transport", "rep", "benchmark", "attempt"] + guard.FIELDS)
+            w.writerows(guard_rows)
     made = plots(summary, mdir, places)
     text = perf_md(summary, runs, tinfo, env, places, made, meta)
     with open(os.path.join(docs_dir, "perf.md"), "w") as f:
