@@ -12,6 +12,9 @@ from .runner import (BOND_MODES, EXIT_TOOL, GUEST_USER, TOPOLOGIES, Interrupted,
 from .util import ToolError, log
 
 DEFAULT_CACHE = "/var/cache/ompi-roce-vmtest"
+# The source tree this tool belongs to: shared with the guests under --root.
+SOURCE_TREE = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                            "..", "..", ".."))
 
 DESCRIPTION = """\
 Boot a soft-RoCE (rdma_rxe) over Linux-bond fabric in QEMU guests and run
@@ -19,7 +22,9 @@ COMMAND as root (or --user) on the first guest, in the current directory.
 The host's root filesystem is visible read-only at the same paths (with a
 tmpfs overlay on top: writes stay in the guest), so the project's build tree,
 rdma-core, Open MPI etc. are all there; it is cached (9p cache=loose), so build
-what COMMAND needs before the run. Exits with COMMAND's exit status.
+what COMMAND needs before the run. With --root DIR the guests boot DIR's kernel
+and see DIR as their root instead (same overlay), plus the source tree and
+every --bind directory at their host paths. Exits with COMMAND's exit status.
 """
 
 EPILOG = f"""\
@@ -53,7 +58,9 @@ environment of COMMAND (also set for ssh sessions into any guest):
   HOME, USER, LOGNAME, PATH, LANG=C.UTF-8, plus --env.
   COMMAND's stdin is /dev/null; its stdout/stderr stream to this terminal.
   Open MPI: /etc/openmpi/openmpi-mca-params.conf sets oob_tcp_if_include=mgmt0
-  so the launch/control plane stays off the fabric under test.
+  so the launch/control plane stays off the fabric under test (4.1's ORTE);
+  under 5.0, where mpirun is PRRTE's, /etc/openmpi/prte-mca-params.conf sets
+  prte_if_include=mgmt0 (PRRTE's name of it), when that file exists.
   ulimit -l is unlimited for root and --user (also for sshd sessions), unless
   --default-memlock. /dev/infiniband/* is 0666, as rdma-core's udev rules make it.
 
@@ -67,6 +74,21 @@ fault injection inside the guests (root):
   vmtest-fault vlan-down | vlan-up       take bond0.3027 down / up
   vmtest-fault status              members' carrier, active member, addresses
   addr-*/vlan-* act on the guest they run in (`ssh node2 vmtest-fault ...`).
+
+another guest root (--root DIR):
+  a root directory such as `contrib/debian13-root --guest build` makes
+  (Debian 13: kernel 6.12, rdma-core 56, Open MPI 5.0.7). The guests boot the
+  newest DIR/boot/vmlinuz-* whose DIR/lib/modules has rdma_rxe (--kernel picks
+  another), with an initramfs made from DIR's modules (cached apart from the
+  host's), and see DIR, not the host's /, read-only under the tmpfs overlay.
+  DIR must hold what the guests run: python3, bash, iproute2, rdma-core and
+  ibverbs-utils, openssh-server and -client, iputils-ping, kmod, procps.
+  The source tree this tool belongs to ({SOURCE_TREE}) and every --bind DIR2
+  are extra read-only 9p shares the agent mounts at the same paths, each
+  under a tmpfs overlay of its own; so a tree built inside DIR (e.g.
+  contrib/test-ompi5.sh's _build-test-ompi5) runs in the guests. The current
+  directory must be under one of them. Host paths not shared this way (the
+  host's /tmp, /usr) are the root's, not the host's.
 
 results directory (--results DIR, else a temporary one that is removed):
   command.log (COMMAND's output), faults.log, run.json (stage times, status),
@@ -86,6 +108,8 @@ examples:
   contrib/vmtest/run two --bond-mode 802.3ad --results /tmp/r -- sh -c 'cat /proc/net/bonding/bond0'
   contrib/vmtest/run one --user -- tests/vm/guest/one-user.sh
   contrib/vmtest/run two --keep -- true      # then ssh in (printed), Ctrl-C to stop
+  contrib/vmtest/run two --root "$(contrib/debian13-root --guest path)" -- \
+      sh -c 'uname -r; ompi_info --version'
 """
 
 
@@ -128,7 +152,14 @@ def parse(argv):
     p.add_argument("--memory", type=int, default=2048, metavar="MIB",
                    help="guest RAM in MiB (default 2048)")
     p.add_argument("--kernel", metavar="RELEASE",
-                   help="guest kernel release (default: newest /boot/vmlinuz-* with rdma_rxe)")
+                   help="guest kernel release (default: newest /boot/vmlinuz-* with rdma_rxe, "
+                        "under --root DIR when given)")
+    p.add_argument("--root", metavar="DIR",
+                   help="boot DIR's kernel and give the guests DIR as their root instead of the "
+                        "host's / (see 'another guest root' below)")
+    p.add_argument("--bind", action="append", default=[], metavar="DIR2",
+                   help="with --root: also show host directory DIR2 at the same path in the "
+                        "guests (read-only, overlay); repeatable")
     p.add_argument("--cache-dir", default=os.environ.get("VMTEST_CACHE_DIR", DEFAULT_CACHE),
                    metavar="DIR", help=f"initramfs cache (default $VMTEST_CACHE_DIR or {DEFAULT_CACHE})")
     p.add_argument("--no-install", action="store_true",
@@ -143,6 +174,27 @@ def parse(argv):
     for t in ("boot_timeout", "cmd_timeout", "collect_timeout"):
         if getattr(opts, t) <= 0:
             p.error(f"--{t.replace('_', '-')} must be positive")
+    if opts.bind and not opts.root:
+        p.error("--bind only applies with --root (without it the guests see the host's / whole)")
+    if opts.root is not None:
+        opts.root = os.path.realpath(opts.root)
+        if opts.root == "/":
+            opts.root = None  # the host's own root: the default
+        elif not os.path.isdir(opts.root):
+            p.error(f"--root {opts.root}: not a directory")
+    opts.binds = []
+    if opts.root:
+        for d in [SOURCE_TREE] + opts.bind:
+            d = os.path.realpath(d)
+            if not os.path.isdir(d):
+                p.error(f"--bind {d}: not a directory")
+            if d == "/" or any(d == x or d.startswith(x + "/")
+                               for x in ("/proc", "/sys", "/dev", "/run")):
+                p.error(f"--bind {d}: the guests' own {d.split('/')[1] or '/'} cannot be replaced")
+            if d not in opts.binds:
+                opts.binds.append(d)
+        # Parents first: a share inside another is mounted on top of it.
+        opts.binds.sort(key=lambda d: (d.count("/"), d))
     opts.command = command
     return opts
 
@@ -158,7 +210,7 @@ def main(argv=None):
     run = Run(opts)
     status = EXIT_TOOL
     try:
-        deps.ensure(install=not opts.no_install)
+        deps.ensure(install=not opts.no_install, root=opts.root or "/")
         status = run.execute()
     except Interrupted as e:
         log(f"interrupted by {e}; cleaning up")

@@ -1,9 +1,14 @@
 """Build (and cache) the guests' tiny initramfs from the installed kernel.
 
 The initramfs holds only busybox-static, the modules needed to reach the
-host's root over virtio-9p and stack a tmpfs overlay on it, and guest/init.
-Everything else (bonding, rxe, sshd, Python) comes from the host root once
-the guest has switched into it, so nothing binary lives in the repository.
+guests' root over virtio-9p and stack a tmpfs overlay on it, and guest/init.
+Everything else (bonding, rxe, sshd, Python) comes from that root once the
+guest has switched into it, so nothing binary lives in the repository.
+
+The guests' root is the host's / by default, or another root directory
+(contrib/vmtest/run --root DIR, e.g. contrib/debian13-root --guest): then the
+kernel is DIR/boot/vmlinuz-*, the modules come from DIR/lib/modules and the
+image is cached under a key of its own. busybox is always the host's (static).
 """
 
 import fcntl
@@ -32,38 +37,50 @@ GUEST_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 FORMAT = "1"
 
 
-def find_kernel(version=None):
+def _in_root(root, path):
+    """`path` (absolute, inside the guests' root) as seen from the host."""
+    return os.path.join(root, path.lstrip("/")) if root != "/" else path
+
+
+def find_kernel(version=None, root="/"):
     """Return (release, vmlinuz path) of the kernel to boot.
 
-    Without a version, the newest /boot/vmlinuz-* whose modules include
-    rdma_rxe (the whole point of the fabric) is chosen.
+    Without a version, the newest ROOT/boot/vmlinuz-* whose modules
+    (ROOT/lib/modules) include rdma_rxe (the whole point of the fabric) is chosen.
     """
     candidates = []
-    for name in os.listdir("/boot"):
+    boot = _in_root(root, "/boot")
+    try:
+        names = os.listdir(boot)
+    except OSError as e:
+        raise ToolError(f"cannot list {boot}: {e.strerror}") from None
+    for name in names:
         m = re.fullmatch(r"vmlinuz-(.+)", name)
         if m:
             candidates.append(m.group(1))
     if version:
         candidates = [v for v in candidates if v == version]
-    usable = [v for v in candidates if _module_path(v, "rdma_rxe")]
+    usable = [v for v in candidates if _module_path(v, "rdma_rxe", root)]
     if not usable:
         want = version or "any installed kernel"
+        fix = ("install one with: apt-get install linux-image-amd64" if root == "/" else
+               f"{root} is not a guest root (contrib/debian13-root --guest build makes one)")
         raise ToolError(
-            f"no bootable kernel with rdma_rxe found for {want} under /boot and /lib/modules; "
-            "install one with: apt-get install linux-image-amd64"
+            f"no bootable kernel with rdma_rxe found for {want} under {boot} and "
+            f"{_in_root(root, '/lib/modules')}; {fix}"
         )
     usable.sort(key=_version_key)
     release = usable[-1]
-    return release, f"/boot/vmlinuz-{release}"
+    return release, _in_root(root, f"/boot/vmlinuz-{release}")
 
 
 def _version_key(release):
     return [int(x) if x.isdigit() else x for x in re.split(r"[.-]", release)]
 
 
-def _module_path(release, name):
-    """Path of module `name` (relative to /lib/modules/RELEASE), or None."""
-    dep = _modules_dep(release)
+def _module_path(release, name, root="/"):
+    """Path of module `name` (relative to ROOT/lib/modules/RELEASE), or None."""
+    dep = _modules_dep(release, root)
     for path in dep:
         base = os.path.basename(path)
         base = re.sub(r"\.ko(\.(xz|gz|zst))?$", "", base)
@@ -75,23 +92,40 @@ def _module_path(release, name):
 _dep_cache = {}
 
 
-def _modules_dep(release):
-    if release not in _dep_cache:
+def _modules_dep(release, root="/"):
+    if (root, release) not in _dep_cache:
         table = {}
         try:
-            with open(f"/lib/modules/{release}/modules.dep") as f:
+            with open(_in_root(root, f"/lib/modules/{release}/modules.dep")) as f:
                 for line in f:
                     mod, _, deps = line.partition(":")
                     table[mod.strip()] = deps.split()
         except FileNotFoundError:
             pass
-        _dep_cache[release] = table
-    return _dep_cache[release]
+        _dep_cache[(root, release)] = table
+    return _dep_cache[(root, release)]
 
 
-def module_load_order(release, names):
-    """Modules (relative paths) in an order where each follows its dependencies."""
-    dep = _modules_dep(release)
+def _builtin(release, name, root="/"):
+    """True if module `name` is built into kernel `release` (modules.builtin)."""
+    want = name.replace("-", "_")
+    try:
+        with open(_in_root(root, f"/lib/modules/{release}/modules.builtin")) as f:
+            for line in f:
+                base = re.sub(r"\.ko$", "", os.path.basename(line.strip()))
+                if base.replace("-", "_") == want:
+                    return True
+    except FileNotFoundError:
+        pass
+    return False
+
+
+def module_load_order(release, names, root="/"):
+    """Modules (relative paths) in an order where each follows its dependencies.
+
+    A module built into the kernel (another configuration than the host's,
+    with --root) needs no loading and is left out."""
+    dep = _modules_dep(release, root)
     order, seen = [], set()
 
     def visit(path, chain):
@@ -105,8 +139,10 @@ def module_load_order(release, names):
         order.append(path)
 
     for name in names:
-        path = _module_path(release, name)
+        path = _module_path(release, name, root)
         if path is None:
+            if _builtin(release, name, root):
+                continue
             raise ToolError(f"module {name} not found for kernel {release}")
         visit(path, ())
     return order
@@ -154,17 +190,19 @@ def _file_digest(path, h):
             h.update(chunk)
 
 
-def _cache_key(release, vmlinuz, modules):
+def _cache_key(release, vmlinuz, modules, root="/"):
     """Key over everything that ends up in (or decides) the image."""
     h = hashlib.sha256()
     h.update(f"format {FORMAT}\nrelease {release}\n{sorted(MODULE_OPTIONS.items())}\n".encode())
+    if root != "/":
+        h.update(f"root {root}\n".encode())  # the host's key stays what it was
     for path in (vmlinuz, BUSYBOX, os.path.join(GUEST_DIR, "init"), os.path.abspath(__file__)):
         st = os.stat(path)
         h.update(f"{path} {st.st_size} {st.st_mtime_ns}\n".encode())
     _file_digest(os.path.join(GUEST_DIR, "init"), h)
     _file_digest(os.path.abspath(__file__), h)
     for m in modules:
-        st = os.stat(f"/lib/modules/{release}/{m}")
+        st = os.stat(_in_root(root, f"/lib/modules/{release}/{m}"))
         h.update(f"{m} {st.st_size} {st.st_mtime_ns}\n".encode())
     return h.hexdigest()[:16]
 
@@ -180,12 +218,23 @@ def _check_cache_dir(path):
         )
 
 
-def get_initramfs(release, vmlinuz, cache_dir):
-    """Return the path of a cached initramfs for `release`, building it if needed."""
+def _image_prefix(release, root):
+    """File name prefix of the images of `release` from `root`: the host's keep
+    their old names; another root's carry a hash of its path, so neither prunes
+    the other's images even for the same release."""
+    if root == "/":
+        return f"initramfs-{release}-"
+    return f"initramfs-root{hashlib.sha256(root.encode()).hexdigest()[:8]}-{release}-"
+
+
+def get_initramfs(release, vmlinuz, cache_dir, root="/"):
+    """Return the path of a cached initramfs for `release` (modules from ROOT),
+    building it if needed."""
     _check_cache_dir(cache_dir)
-    modules = module_load_order(release, INITRAMFS_MODULES)
-    key = _cache_key(release, vmlinuz, modules)
-    final = os.path.join(cache_dir, f"initramfs-{release}-{key}.cpio.gz")
+    modules = module_load_order(release, INITRAMFS_MODULES, root)
+    key = _cache_key(release, vmlinuz, modules, root)
+    prefix = _image_prefix(release, root)
+    final = os.path.join(cache_dir, f"{prefix}{key}.cpio.gz")
     lock_path = os.path.join(cache_dir, ".lock")
     with open(lock_path, "w") as lock:
         # Serialise concurrent runs: one builds, the others then find it.
@@ -193,7 +242,7 @@ def get_initramfs(release, vmlinuz, cache_dir):
         if os.path.exists(final):
             log(f"initramfs: cached {final}")
             return final
-        data = _build(release, modules)
+        data = _build(release, modules, root)
         fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=".build-")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -205,14 +254,13 @@ def get_initramfs(release, vmlinuz, cache_dir):
         except BaseException:
             os.unlink(tmp)
             raise
-        _prune(cache_dir, release, keep=final)
+        _prune(cache_dir, prefix, keep=final)
         log(f"initramfs: built {final} ({len(data) // 1024} KiB, {len(modules)} modules)")
         return final
 
 
-def _prune(cache_dir, release, keep):
-    """Drop older images of the same kernel release (their inputs changed)."""
-    prefix = f"initramfs-{release}-"
+def _prune(cache_dir, prefix, keep):
+    """Drop older images of the same kernel release and root (their inputs changed)."""
     for name in os.listdir(cache_dir):
         path = os.path.join(cache_dir, name)
         if name.startswith(prefix) and path != keep:
@@ -236,7 +284,7 @@ def _read_module(path):
     return base, data
 
 
-def _build(release, modules):
+def _build(release, modules, root="/"):
     cpio = _Cpio()
     for d in ("bin", "dev", "proc", "sys", "lib", "lib/modules", "lower", "upper", "newroot"):
         cpio.directory(d)
@@ -247,7 +295,7 @@ def _build(release, modules):
         cpio.file("init", f.read(), 0o755)
     order = ""
     for m in modules:
-        name, data = _read_module(f"/lib/modules/{release}/{m}")
+        name, data = _read_module(_in_root(root, f"/lib/modules/{release}/{m}"))
         cpio.file(f"lib/modules/{name}", data)
         order += f"{name} {MODULE_OPTIONS.get(name[:-3], '')}".rstrip() + "\n"
     cpio.file("modules.order", order.encode())

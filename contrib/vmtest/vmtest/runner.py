@@ -212,10 +212,15 @@ class Run:
 
         self._make_keys()
         self._write_spec()
-        self.release, self.vmlinuz = initramfs.find_kernel(self.o.kernel)
-        self.initrd = initramfs.get_initramfs(self.release, self.vmlinuz, self.o.cache_dir)
+        root = self.o.root or "/"
+        self.release, self.vmlinuz = initramfs.find_kernel(self.o.kernel, root)
+        self.initrd = initramfs.get_initramfs(self.release, self.vmlinuz, self.o.cache_dir, root)
         self.accel = pick_accel(self.o.accel)
         self.summary.update(kernel=self.release, accel=self.accel)
+        if self.o.root:
+            self.summary.update(root=self.o.root, binds=self.o.binds)
+            log(f"guest root {self.o.root} (kernel {self.release}); shared at the same paths: "
+                f"{', '.join(self.o.binds)}")
 
     def _make_keys(self):
         """Per-run ssh host keys (one per guest) and one user key, never reused."""
@@ -254,6 +259,8 @@ class Run:
             "cwd": cwd,
             "cmd_env": cmd_env,
             "results": self.results,
+            # Extra 9p shares (--root): tag and the path the agent mounts it at.
+            "binds": [{"tag": f"bind{i}", "path": d} for i, d in enumerate(self.o.binds)],
             "setup_timeout": self.o.boot_timeout,
             "plans": {str(n): node_plan(n, self.nodes) for n in range(1, self.nodes + 1)},
             "node_env": {str(n): guest_env(self.o, n, self.nodes, self.results)
@@ -277,11 +284,13 @@ class Run:
         ]
         if self.accel == "kvm":
             argv += ["-cpu", "host"]
-        shares = [("hostroot", "/", True), ("vmrun", self.share, True),
+        # "hostroot" is the guests' root: the host's /, or --root DIR.
+        shares = [("hostroot", self.o.root or "/", True), ("vmrun", self.share, True),
                   ("results", self.results, False)]
+        shares += [(f"bind{i}", d, True) for i, d in enumerate(self.o.binds)]
         for tag, path, ro in shares:
             extra = ",readonly=on" if ro else ""
-            if tag == "hostroot":
+            if tag == "hostroot" or tag.startswith("bind"):
                 extra += ",multidevs=remap"
             argv += ["-fsdev", f"local,id={tag},path={_qemu_path(path)},security_model=none{extra}",
                      "-device", f"virtio-9p-pci,fsdev={tag},mount_tag={tag}"]
