@@ -19,20 +19,30 @@
 # Needs root (a chroot and mounts in a private mount namespace); without it
 # it says SKIP with the reason and exits 77. Exit status 0 when all pass.
 #
-# usage: contrib/test-ompi5.sh
+# usage: contrib/test-ompi5.sh [--build-only]
+#   --build-only  only configure (unless _build-test-ompi5 is configured
+#                 already: then make alone brings it up to date) and build;
+#                 no tests. The VM group pml-two-deb13 (tests/vm) runs that
+#                 build in Debian 13 guests.
 #   (contrib/debian13-root's environment variables choose the root and cache)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build="$top/_build-test-ompi5"
 
-if [ "${1:-}" != --in-root ]; then
+case ${1:-} in
+--in-root | --in-root-build-only | --build-only | "") ;;
+*) echo "usage: contrib/test-ompi5.sh [--build-only]" >&2; exit 2 ;;
+esac
+if [ "${1:-}" != --in-root ] && [ "${1:-}" != --in-root-build-only ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "SKIP: the Open MPI 5.0 tier needs root (contrib/debian13-root chroots and mounts)"
         exit 77
     fi
+    inner=--in-root
+    [ "${1:-}" = --build-only ] && inner=--in-root-build-only
     "$top/contrib/debian13-root" build
     # The source tree (and so $build) is bound at the same path in the root.
-    exec "$top/contrib/debian13-root" run -- "$top/contrib/test-ompi5.sh" --in-root
+    exec "$top/contrib/debian13-root" run -- "$top/contrib/test-ompi5.sh" $inner
 fi
 
 # ---- inside the Debian 13 root ----------------------------------------------
@@ -49,6 +59,14 @@ show_failed_logs() {
 echo "in $PRETTY_NAME: Open MPI $(dpkg-query -W -f='${Version}' libopenmpi-dev)," \
     "$(g++ --version | head -n 1), Catch2 $(dpkg-query -W -f='${Version}' catch2)"
 
+if [ "$1" = --in-root-build-only ] && [ -f "$build/config.status" ]; then
+    part "build (incremental: $build is configured)"
+    make -C "$build" -j"$jobs" >"$build/make.log" 2>&1 ||
+        { grep -E 'error|Error' "$build/make.log" | head -30; exit 1; }
+    printf '\n--> Open MPI 5.0: built (%ss)\n' "$(($(date +%s) - start))"
+    exit 0
+fi
+
 part "configure"
 # A fresh clone has no configure yet (contrib/test.sh runs autogen.sh first).
 [ -x "$top/configure" ] || (cd "$top" && ./autogen.sh)
@@ -62,6 +80,10 @@ sed -n '/^ompi-roce .* configured:/,$p' configure.log
 
 part "build"
 make -j"$jobs" >make.log 2>&1 || { grep -E 'error|Error' make.log | head -30; exit 1; }
+if [ "$1" = --in-root-build-only ]; then
+    printf '\n--> Open MPI 5.0: built (%ss)\n' "$(($(date +%s) - start))"
+    exit 0
+fi
 
 part "unit tests (make check)"
 rc=0
