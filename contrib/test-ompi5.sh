@@ -24,6 +24,10 @@
 #                 already: then make alone brings it up to date) and build;
 #                 no tests. The VM group pml-two-deb13 (tests/vm) runs that
 #                 build in Debian 13 guests.
+#   --in-root-build-only  the same from inside a Debian 13 root already, e.g.
+#                 contrib/debian13-root --guest run -- contrib/test-ompi5.sh --in-root-build-only
+#                 (as tests/vm/pml-two-deb13.test does: the guest root has
+#                 the build packages too)
 #   (contrib/debian13-root's environment variables choose the root and cache)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +35,7 @@ build="$top/_build-test-ompi5"
 
 case ${1:-} in
 --in-root | --in-root-build-only | --build-only | "") ;;
-*) echo "usage: contrib/test-ompi5.sh [--build-only]" >&2; exit 2 ;;
+*) echo "usage: contrib/test-ompi5.sh [--build-only | --in-root-build-only]" >&2; exit 2 ;;
 esac
 if [ "${1:-}" != --in-root ] && [ "${1:-}" != --in-root-build-only ]; then
     if [ "$(id -u)" != 0 ]; then
