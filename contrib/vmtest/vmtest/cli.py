@@ -174,14 +174,14 @@ def parse(argv):
     for t in ("boot_timeout", "cmd_timeout", "collect_timeout"):
         if getattr(opts, t) <= 0:
             p.error(f"--{t.replace('_', '-')} must be positive")
-    if opts.bind and not opts.root:
-        p.error("--bind only applies with --root (without it the guests see the host's / whole)")
     if opts.root is not None:
         opts.root = os.path.realpath(opts.root)
         if opts.root == "/":
             opts.root = None  # the host's own root: the default
         elif not os.path.isdir(opts.root):
             p.error(f"--root {opts.root}: not a directory")
+    if opts.bind and not opts.root:
+        p.error("--bind only applies with --root DIR (with the host's / the guests see it whole)")
     opts.binds = []
     if opts.root:
         for d in [SOURCE_TREE] + opts.bind:
