@@ -247,7 +247,7 @@ void derive_speed(mca_btl_base_module_t &b, const PortPlan &plan, const ModuleCo
         b.btl_latency = kDefaultLatency;
     }
     log.write(util::LogLevel::kInfo,
-              util::format("btl roce: %s:%d: %s, latency %u us (%s)", plan.device.c_str(),
+              util::format("%s:%d: %s, latency %u us (%s)", plan.device.c_str(),
                            plan.port, bw_text.c_str(), b.btl_latency,
                            cfg.latency_set ? "btl_roce_latency, set explicitly"
                                            : "the default, the same on every rail"));
