@@ -1,4 +1,5 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <set>
@@ -217,7 +218,20 @@ TEST_CASE("wire: randomized fuzzing never crashes and never accepts garbage sile
     rej.type = CmType::kReject;
     rej.text = "x";
     seeds.push_back(encode(rej));
+    // A forwarded send (issue 16): its ForwardHeader and 5 payload bytes.
+    {
+        ForwardHeader fw;
+        fw.tag = 0x42;
+        fw.origin_src_port = 1;
+        fw.origin_dst_port = 1;
+        fw.seq = 77;
+        fw.length = 5;
+        std::vector<uint8_t> b(kForwardHeaderSize + 5, 0xab);
+        encode(fw, b.data());
+        seeds.push_back(b);
+    }
     size_t accepted = 0;
+    size_t forwards = 0;
     for (int iter = 0; iter < 200000; ++iter) {
         std::vector<uint8_t> b = seeds[rng() % seeds.size()];
         int mutations = 1 + static_cast<int>(rng() % 4);
@@ -243,6 +257,18 @@ TEST_CASE("wire: randomized fuzzing never crashes and never accepts garbage sile
         auto cm = parse_cm(b.data(), b.size());
         auto mx = parse_modex(b.data(), b.size());
         auto fh = parse_frag_header(b.data(), b.size());
+        auto fw = parse_forward(b.data(), b.size());
+        if (fw) {
+            // Accepted only when it is exactly right: its payload is the rest,
+            // and it encodes back to the same header bytes.
+            ++forwards;
+            REQUIRE(b.size() == kForwardHeaderSize + fw->length);
+            REQUIRE(fw->origin_src_port < kMaxPorts);
+            REQUIRE(fw->origin_dst_port < kMaxPorts);
+            uint8_t again[kForwardHeaderSize];
+            encode(*fw, again);
+            REQUIRE(std::equal(again, again + kForwardHeaderSize, b.begin()));
+        }
         // Whatever is accepted must encode back to what was parsed.
         if (cm) {
             ++accepted;
@@ -258,6 +284,64 @@ TEST_CASE("wire: randomized fuzzing never crashes and never accepts garbage sile
         (void)fh;
     }
     CHECK(accepted > 0); // the mutator leaves some messages valid (e.g. one changed GID)
+    CHECK(forwards > 0); // and some forwarded headers (a changed tag, sequence number)
+}
+
+TEST_CASE("wire: forwarded fragment header round trip and every refusal", "[btl][wire]") {
+    ForwardHeader h;
+    h.tag = 0x41;
+    h.origin_src_port = 3;
+    h.origin_dst_port = 2;
+    h.seq = 0xfffffffe;
+    h.length = 4;
+    std::vector<uint8_t> b(kForwardHeaderSize + 4, 0);
+    encode(h, b.data());
+    auto p = parse_forward(b.data(), b.size());
+    REQUIRE(p.is_ok());
+    CHECK(*p == h);
+    auto refused = [](std::vector<uint8_t> v, const std::string &why) {
+        auto r = parse_forward(v.data(), v.size());
+        REQUIRE_FALSE(r.is_ok());
+        CHECK(r.status().code() == roce::util::Code::kProtocol);
+        CHECK_THAT(r.status().message(), contains_text(why));
+    };
+    refused(std::vector<uint8_t>(b.begin(), b.begin() + 15), "shorter than its 16-byte header");
+    std::vector<uint8_t> bad = b;
+    bad[0] = 2;
+    refused(bad, "unknown kind 2");
+    bad = b;
+    bad[7] = 1;
+    refused(bad, "reserved bytes set");
+    bad = b;
+    bad[2] = 16; // sender port 16
+    refused(bad, "names ports 16 (sender) and 2 (receiver)");
+    bad = b;
+    bad[4] = 0;
+    bad[5] = 1; // receiver port 256
+    refused(bad, "at most 16 ports");
+    bad = b;
+    bad.push_back(0); // one byte more than declared
+    refused(bad, "declares 4 payload bytes, carries 5");
+    bad = b;
+    bad.pop_back();
+    refused(bad, "declares 4 payload bytes, carries 3");
+    bad = b;
+    bad[12] = 0xff;
+    bad[13] = 0xff;
+    bad[14] = 0xff;
+    bad[15] = 0xff; // a length that would wrap
+    refused(bad, "declares 4294967295 payload bytes, carries 4");
+    // The fragment type of a forwarded send parses; one past it does not.
+    uint8_t fh[kFragHeaderSize];
+    FragHeader f;
+    f.type = FragType::kForward;
+    f.seq = 9;
+    encode(f, fh);
+    auto pf = parse_frag_header(fh, sizeof fh);
+    REQUIRE(pf.is_ok());
+    CHECK(pf->type == FragType::kForward);
+    fh[1] = 4;
+    CHECK_FALSE(parse_frag_header(fh, sizeof fh).is_ok());
 }
 
 TEST_CASE("wire: fragment header", "[btl][wire]") {
