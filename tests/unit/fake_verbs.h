@@ -123,6 +123,15 @@ struct FakeDevice {
     int num_lag_ports = 0;          ///< reported by mlx5dv_query_device; > 1: LAG mode
     int lag_port_down = 0;          ///< a LAG port (1-based) whose link is down: QPs
                                     ///< configured for it are active on another one
+    /// Wire mode: every cable of the device is pulled beyond its ports (both
+    /// bond members at the switch, or the switch itself): nothing it sends
+    /// arrives and nothing reaches it. Its RC work requests, and those of
+    /// any QP connected to one of its QPs, complete with
+    /// IBV_WC_RETRY_EXC_ERR as with a responder that never answers (QP to
+    /// ERR, the rest flush); UD datagrams from or to it are dropped at
+    /// delivery. Port state and GIDs stay as they are (no carrier change is
+    /// modelled); clearing it reconnects the wire.
+    bool link_down = false;
     bool checks_pkey_index = true;  ///< mlx5 refuses pkey_index >= table (rxe does not)
     bool raises_last_wqe = true;    ///< SRQ QP in ERR -> IBV_EVENT_QP_LAST_WQE_REACHED
                                     ///< (the IBA requires it; rxe on Linux 6.1 does not)

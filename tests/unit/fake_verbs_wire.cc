@@ -274,6 +274,12 @@ bool FakeVerbs::deliver_datagram(const Datagram &d) {
         q->attr.qkey != d.qkey) {
         return false;
     }
+    // A pulled cable at either end: the datagram is lost on the way.
+    const FakeQpObj *from = qp_by_num(*this, d.src_qpn);
+    if (FakeOps::device_of(q->qp.context).link_down ||
+        (from != nullptr && FakeOps::device_of(from->qp.context).link_down)) {
+        return false;
+    }
     // The network delivers to the port that has the destination GID.
     const FakePort &port =
         FakeOps::device_of(q->qp.context).ports.at(static_cast<size_t>(q->attr.port_num) - 1);
@@ -314,8 +320,11 @@ size_t FakeVerbs::run_rc() {
             }
             while (!q.sq.empty()) {
                 FakeQpObj *r = qp_by_num(*this, q.attr.dest_qp_num);
-                if (r == nullptr || r->kind != FakeQpKind::kRC || !ready(*r)) {
-                    fail_front(*this, q, IBV_WC_RETRY_EXC_ERR); // nobody answers
+                if (r == nullptr || r->kind != FakeQpKind::kRC || !ready(*r) ||
+                    FakeOps::device_of(q.qp.context).link_down ||
+                    FakeOps::device_of(r->qp.context).link_down) {
+                    // Nobody answers (or the cable of either end is pulled).
+                    fail_front(*this, q, IBV_WC_RETRY_EXC_ERR);
                     ++executed;
                     moved = true;
                     break;
