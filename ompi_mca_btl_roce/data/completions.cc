@@ -132,7 +132,7 @@ void DataPath::handle_recv(const ibv_wc &wc) {
         }
     }
     bool deliver = false;
-    if (hdr->type == wire::FragType::kData) {
+    if (hdr->type == wire::FragType::kData || hdr->type == wire::FragType::kForward) {
         SeqWindow::Verdict v = ep.received_.accept(hdr->seq);
         deliver = v == SeqWindow::Verdict::kNew;
         if (v == SeqWindow::Verdict::kTooFar) {
@@ -161,6 +161,7 @@ void DataPath::handle_recv(const ibv_wc &wc) {
     d.tag = hdr->tag;
     d.data = buf + wire::kFragHeaderSize;
     d.len = wc.byte_len - wire::kFragHeaderSize;
+    d.forwarded = hdr->type == wire::FragType::kForward;
     deferred_.push_back(std::move(d));
     if (hdr->credits != 0) {
         drain_pending(ep);
@@ -191,8 +192,10 @@ void DataPath::run_deferred(std::vector<Deferred> &todo) {
             seg.seg_len = d.len;
             const mca_btl_active_message_callback_t *reg =
                 mca_btl_base_active_message_trigger + d.tag;
-            bool taken = reg->cbfunc != nullptr;
-            if (taken) {
+            bool taken = reg->cbfunc != nullptr || d.forwarded;
+            if (d.forwarded) {
+                host_.forwarded(*d.ep, d.data, d.len); // another rail's send (data/forward.cc)
+            } else if (taken) {
                 compat::deliver(btl_, d.ep->as_opal(), d.tag, &seg, 1, reg);
             }
             OPAL_THREAD_LOCK(&lock_);

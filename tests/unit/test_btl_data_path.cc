@@ -39,6 +39,9 @@ struct RecordingHost final : btl::DataPathHost {
         calls.push_back("progress");
         return 0;
     }
+    void forwarded(btl::Endpoint &, const uint8_t *, size_t len) override {
+        calls.push_back("forwarded " + std::to_string(len));
+    }
 };
 
 /// What the PML's callbacks saw.
