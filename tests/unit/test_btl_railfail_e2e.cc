@@ -214,8 +214,13 @@ TEST_CASE("btl rails: a whole rail lost during traffic: its sends move to the ot
 
     // Sends in flight on rail 1 when every cable of its device is pulled:
     // the sends queued on it (re-queued from its failed path, new ones the
-    // PML keeps giving it) go over rail 0.
+    // PML keeps giving it) go over rail 0. The first two of process 0's in
+    // flight reached process 1 but their ACKs were lost: carried again over
+    // rail 0, they must be dropped there, not delivered twice.
     g.burst(1, 200, 10);
+    REQUIRE(g.ep(0, 1).path_count() == 1);
+    REQUIRE(g.ep(0, 1).path_at(0).tx.outstanding >= 2);
+    f.fake.break_qp(g.ep(0, 1).path_at(0).qp->get(), IBV_WC_RETRY_EXC_ERR, 2);
     dev1.link_down = true;
     f.run(5);
     CHECK(g.ep(0, 1).state == btl::EpState::kConnecting);
@@ -240,6 +245,10 @@ TEST_CASE("btl rails: a whole rail lost during traffic: its sends move to the ot
         CHECK(peer_lost.forwarded_refused == 0);
     }
     CHECK(g.path_bytes(0, 0) > rail0_before); // the bytes went over rail 0
+    // The data among the two that had arrived (a credit message may be one
+    // of them) came again over rail 0 and was dropped there.
+    CHECK(g.counters(1, 1).forwarded_duplicates >= 1);
+    CHECK(g.counters(1, 1).forwarded_duplicates <= 2);
     // Every send completed once, on the btl it was given to.
     CHECK(g_failed.empty());
     CHECK(g_done[rail(f, 0, 1).base()] == 30);
@@ -303,7 +312,8 @@ TEST_CASE("btl rails: with every rail down the peer fails after connect_timeout,
     f.fake.device("mlx5_bond_0").link_down = true;
     f.fake.device("mlx5_bond_1").link_down = true;
     f.run(5);
-    REQUIRE(g.send(0, 1, payload(0, 1, 900, 50)) == OPAL_SUCCESS);
+    REQUIRE(g.send(0, 0, payload(0, 0, 900, 50)) == OPAL_SUCCESS);
+    REQUIRE(g.send(0, 1, payload(0, 1, 901, 50)) == OPAL_SUCCESS);
     // Nothing reaches the peer: within a timeout or two (a rail's deadline
     // may have been extended while the other still reached it) both fail.
     pass(f, 62.0);
@@ -313,7 +323,9 @@ TEST_CASE("btl rails: with every rail down the peer fails after connect_timeout,
     }
     CHECK(f.log.contains("timed out after 30 s"));
     CHECK_FALSE(f.procs[0]->errors.empty());
-    CHECK(g_failed[rail(f, 0, 1).base()] == 1); // the send waiting on rail 1 failed
+    // The sends waiting on each rail failed (none was lost silently).
+    CHECK(g_failed[rail(f, 0, 0).base()] == 1);
+    CHECK(g_failed[rail(f, 0, 1).base()] == 1);
     teardown(f);
 }
 
