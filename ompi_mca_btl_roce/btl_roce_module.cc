@@ -430,7 +430,8 @@ void Module::log_path_stats() {
                                 static_cast<unsigned long long>(d.unauthenticated),
                                 static_cast<unsigned long long>(d.unknown_sender)));
     }
-    // A rail lost and survived (issue 16): what moved, whenever anything did.
+    // A rail lost and survived (issue 16): what moved, whenever anything did
+    // (at verbose 10, as the other info lines).
     const RailStats &rs = dp_->rail_stats();
     if (rs.rerouted_sends + rs.carried_sends + rs.forwarded_received + rs.forwarded_refused > 0) {
         log_.write(util::LogLevel::kInfo,
