@@ -411,18 +411,6 @@ TEST_CASE("btl e2e: credits run out, sends wait, credit-only messages bring them
 
 namespace {
 
-struct RdmaResult {
-    int calls = 0;
-    int status = 1;
-};
-
-void rdma_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, void *,
-               mca_btl_base_registration_handle_t *, void *context, void *, int status) {
-    auto *r = static_cast<RdmaResult *>(context);
-    ++r->calls;
-    r->status = status;
-}
-
 /// The path of i's endpoint for j that has work in flight on its QP.
 size_t busy_path(BtlFabric &f, size_t i, size_t j) {
     btl::Endpoint &e = f.ep(i, j);

@@ -14,8 +14,6 @@
 #include <map>
 #include <string>
 
-#include "opal/class/opal_bitmap.h"
-
 #include "btl_e2e_util.h"
 #include "btl_fabric.h"
 #include "catch.h"
@@ -27,10 +25,6 @@ using namespace roce::testing::e2e;
 
 namespace {
 
-btl::Module &rail(BtlFabric &f, size_t i, size_t r) {
-    return r == 0 ? *f.procs[i]->module : *f.procs[i]->more_rails.at(r - 1);
-}
-
 /// Completions of our sends, per btl module (the btl the callback got).
 std::map<const mca_btl_base_module_t *, int> g_done;
 std::map<const mca_btl_base_module_t *, int> g_failed;
@@ -38,22 +32,6 @@ std::map<const mca_btl_base_module_t *, int> g_failed;
 void send_done(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *,
                mca_btl_base_descriptor_t *, int status) {
     ++(status == OPAL_SUCCESS ? g_done : g_failed)[btl];
-}
-
-/// Endpoints of process i on rail r for every process (add_procs, as the bml).
-std::vector<mca_btl_base_endpoint_t *> add_on_rail(BtlFabric &f, size_t i, size_t r) {
-    std::vector<opal_proc_t *> all;
-    for (auto &p : f.procs) {
-        all.push_back(&p->proc);
-    }
-    opal_bitmap_t reach;
-    OBJ_CONSTRUCT(&reach, opal_bitmap_t);
-    REQUIRE(opal_bitmap_init(&reach, static_cast<int>(all.size())) == OPAL_SUCCESS);
-    std::vector<mca_btl_base_endpoint_t *> eps(all.size(), nullptr);
-    mca_btl_base_module_t *b = rail(f, i, r).base();
-    REQUIRE(b->btl_add_procs(b, all.size(), all.data(), eps.data(), &reach) == OPAL_SUCCESS);
-    OBJ_DESTRUCT(&reach);
-    return eps;
 }
 
 /// A payload of exactly `size` bytes that names its sender, rail and number.
@@ -72,7 +50,7 @@ struct Rig {
     explicit Rig(BtlFabric &f) : f(f) {
         for (size_t i = 0; i < 2; ++i) {
             for (size_t r = 0; r < 2; ++r) {
-                eps[i][r] = add_on_rail(f, i, r);
+                CHECK(add_on_rail(f, i, r, eps[i][r]) == std::vector<bool>{true, true});
             }
         }
         f.procs[0]->eps = eps[0][0];
@@ -162,18 +140,6 @@ FabricOptions two_rails() {
     o.all_rails = true;
     o.credits = 16;
     return o;
-}
-
-struct RdmaResult {
-    int calls = 0;
-    int status = 1;
-};
-
-void rdma_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, void *,
-               mca_btl_base_registration_handle_t *, void *context, void *, int status) {
-    auto *r = static_cast<RdmaResult *>(context);
-    ++r->calls;
-    r->status = status;
 }
 
 } // namespace
