@@ -36,10 +36,18 @@ rails_env() {
     }
     for n in $VMTEST_NODES; do
         for d in "$VMTEST_RDMA_DEV" "$VMTEST_RDMA_DEV1"; do
-            grep -q -E "\[$n:[0-9]+\] btl roce: $d:1: bandwidth [0-9]+ Mb/s \(" "$LOGS/rails-env.err" ||
-                die "$n: no module on $d (no bandwidth line)"
+            grep -q -E "\[$n:[0-9]+\] btl roce: $d:1: bandwidth 50000 Mb/s \(2 members x 25 Gb/s of " "$LOGS/rails-env.err" ||
+                die "$n: no module on $d, or its bandwidth not derived from the bond (2 x 25 Gb/s)"
         done
     done
+    # A bandwidth the user sets wins over the derived one, and the line says so.
+    ROCE_TEST_SECONDS=3 MPI_LIMIT=300 mpi "$LOGS/rails-bw" -np 2 --hostfile "$VMTEST_HOSTFILE" \
+        --mca btl_roce_bandwidth 12345 "$MPI_BIN/stress"
+    rc=$?
+    grep -E 'btl roce: rxe_bond[01]:1: bandwidth' "$LOGS/rails-bw.err" | sed 's/^.*btl roce: /note: --mca btl_roce_bandwidth 12345: /' | sort -u
+    [ "$rc" = 0 ] && grep -q '^stress: PASS' "$LOGS/rails-bw.out" || die "the job with btl_roce_bandwidth 12345 failed (exit $rc)"
+    [ "$(grep -c -E 'btl roce: rxe_bond[01]:1: bandwidth 12345 Mb/s \(btl_roce_bandwidth, set explicitly' "$LOGS/rails-bw.err")" = 4 ] ||
+        die "btl_roce_bandwidth 12345 was not kept by all 4 modules (2 ranks x 2 rails)"
 }
 
 # rxe_sent FILE: "node device sent_pkts" for both devices of every guest.

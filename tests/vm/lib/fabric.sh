@@ -86,7 +86,7 @@ tx_delta() {
 tx_report() {
     local n m line=""
     for n in $VMTEST_NODES; do
-        for m in $VMTEST_MEMBERS; do
+        for m in $ALL_MEMBERS; do
             line="$line $n/$m +$(tx_delta "$1" "$2" "$n" "$m")"
         done
     done
