@@ -129,8 +129,10 @@ struct FakeDevice {
     /// any QP connected to one of its QPs, complete with
     /// IBV_WC_RETRY_EXC_ERR as with a responder that never answers (QP to
     /// ERR, the rest flush); UD datagrams from or to it are dropped at
-    /// delivery. Port state and GIDs stay as they are (no carrier change is
-    /// modelled); clearing it reconnects the wire.
+    /// delivery. RC traffic between two QPs of one context (a process's
+    /// loopback path) still flows: the device loops it back inside. Port
+    /// state and GIDs stay as they are (no carrier change is modelled);
+    /// clearing it reconnects the wire.
     bool link_down = false;
     bool checks_pkey_index = true;  ///< mlx5 refuses pkey_index >= table (rxe does not)
     bool raises_last_wqe = true;    ///< SRQ QP in ERR -> IBV_EVENT_QP_LAST_WQE_REACHED

@@ -320,9 +320,13 @@ size_t FakeVerbs::run_rc() {
             }
             while (!q.sq.empty()) {
                 FakeQpObj *r = qp_by_num(*this, q.attr.dest_qp_num);
-                if (r == nullptr || r->kind != FakeQpKind::kRC || !ready(*r) ||
-                    FakeOps::device_of(q.qp.context).link_down ||
-                    FakeOps::device_of(r->qp.context).link_down) {
+                // A pulled cable separates two contexts (processes, hosts);
+                // a QP pair within one (a process's loopback path) still
+                // loops back inside the device, as rxe and mlx5 do.
+                bool cut = r != nullptr && q.qp.context != r->qp.context &&
+                           (FakeOps::device_of(q.qp.context).link_down ||
+                            FakeOps::device_of(r->qp.context).link_down);
+                if (r == nullptr || r->kind != FakeQpKind::kRC || !ready(*r) || cut) {
                     // Nobody answers (or the cable of either end is pulled).
                     fail_front(*this, q, IBV_WC_RETRY_EXC_ERR);
                     ++executed;
