@@ -153,7 +153,7 @@ void DataPath::handle_recv(const ibv_wc &wc) {
     }
     path.tx.stats.bytes_received += wc.byte_len - wire::kFragHeaderSize;
     ++path.tx.stats.messages_received;
-    Deferred d;
+    Deferred &d = deferred_.emplace_back();
     d.kind = Deferred::Kind::kRecv;
     d.ep = &ep;
     d.path = live ? static_cast<int>(it->second.path) : -1;
@@ -161,7 +161,6 @@ void DataPath::handle_recv(const ibv_wc &wc) {
     d.tag = hdr->tag;
     d.data = buf + wire::kFragHeaderSize;
     d.len = wc.byte_len - wire::kFragHeaderSize;
-    deferred_.push_back(std::move(d));
     if (hdr->credits != 0) {
         drain_pending(ep);
     }
@@ -169,12 +168,11 @@ void DataPath::handle_recv(const ibv_wc &wc) {
 void DataPath::complete_frag(Frag *f, int status) {
     bool owned = f->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
     if (f->base.des_cbfunc != nullptr) {
-        Deferred d;
+        Deferred &d = deferred_.emplace_back();
         d.kind = Deferred::Kind::kSendDone;
         d.ep = f->endpoint;
         d.frag = f;
         d.status = status;
-        deferred_.push_back(std::move(d));
     } else if (owned) {
         release_frag(f);
     }
@@ -243,5 +241,10 @@ void DataPath::run_deferred(std::vector<Deferred> &todo) {
         }
     }
     todo.clear();
+    if (todo.capacity() != 0) {
+        OPAL_THREAD_LOCK(&lock_);
+        spare_.push_back(std::move(todo)); // allocates only past the 4 reserved
+        OPAL_THREAD_UNLOCK(&lock_);
+    }
 }
 } // namespace roce::btl
