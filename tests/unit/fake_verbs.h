@@ -25,7 +25,12 @@
 //              FakeDevice::checks_pkey_index)
 //      EINVAL  path_mtu outside IBV_MTU_256..4096 or above the port's max
 //  - post_send (only in RTS) / post_recv / post_srq_recv, recorded with
-//    copies of the work requests; signaled sends complete with success on
+//    copies of the work requests; IBV_SEND_INLINE data is copied at post
+//    (the buffer may be reused at once, no lkey is looked at), up to the
+//    QP's cap.max_inline_data (granted as asked at create, reported by
+//    query_qp): more fails the post with rxe's EINVAL (validate_send_wr)
+//    or mlx5's ENOMEM (set_data_inl_seg), as does inline on an RDMA read
+//    or atomic; signaled sends complete with success on
 //    the send CQ unless fail_next_send() scripts an error completion (the QP
 //    then goes to ERR and later WRs flush, as hardware does), or stay in
 //    flight until complete_sends() or a flush (set_auto_complete_sends); deliver_recv()
@@ -127,6 +132,9 @@ struct FakeDevice {
     bool raises_last_wqe = true;    ///< SRQ QP in ERR -> IBV_EVENT_QP_LAST_WQE_REACHED
                                     ///< (the IBA requires it; rxe on Linux 6.1 does not)
     bool cleans_cq_on_destroy = false; ///< destroy_qp removes the QP's CQEs (mlx5)
+    /// The most inline data a QP may ask for (cap.max_inline_data); more
+    /// fails create_qp with EINVAL. rxe's RXE_MAX_INLINE_DATA is 400.
+    uint32_t max_inline_data = 400;
     std::vector<FakePort> ports;    ///< ports[0] is port 1
 };
 

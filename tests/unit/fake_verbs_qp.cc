@@ -297,6 +297,20 @@ int check_send(FakeVerbs &f, const FakeQpObj &q, const ibv_send_wr &wr) {
     if (wr.num_sge < 0 || wr.num_sge > 30) {
         return EINVAL;
     }
+    if ((wr.send_flags & IBV_SEND_INLINE) != 0) {
+        if (wr.opcode == IBV_WR_RDMA_READ || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+            wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+            return EINVAL; // nothing to carry inline
+        }
+        uint64_t len = 0;
+        for (int i = 0; i < wr.num_sge; ++i) {
+            len += wr.sg_list[i].length;
+        }
+        if (len > q.max_inline) {
+            // mlx5 set_data_inl_seg: ENOMEM; rxe validate_send_wr: EINVAL.
+            return FakeOps::device_of(q.qp.context).mlx5 ? ENOMEM : EINVAL;
+        }
+    }
     if (q.kind == FakeQpKind::kUD) {
         if (wr.opcode != IBV_WR_SEND && wr.opcode != IBV_WR_SEND_WITH_IMM) {
             return EINVAL;
@@ -315,13 +329,15 @@ ibv_qp *FakeOps::make_qp(FakeVerbs &f, ibv_pd *pd, const ibv_qp_init_attr &init,
     auto &s = st(f);
     if (s.pds.count(pd) == 0 || s.cqs.count(init.send_cq) == 0 || s.cqs.count(init.recv_cq) == 0 ||
         (init.srq != nullptr && s.srqs.count(init.srq) == 0) || init.cap.max_send_wr > 32768 ||
-        init.cap.max_recv_wr > 32768 || init.cap.max_send_sge > 30 || init.cap.max_recv_sge > 30) {
+        init.cap.max_recv_wr > 32768 || init.cap.max_send_sge > 30 || init.cap.max_recv_sge > 30 ||
+        init.cap.max_inline_data > device_of(pd->context).max_inline_data) {
         errno = EINVAL;
         return nullptr;
     }
     auto obj = std::make_unique<FakeQpObj>();
     obj->kind = kind;
     obj->sq_sig_all = init.sq_sig_all != 0;
+    obj->max_inline = init.cap.max_inline_data;
     ibv_qp &qp = obj->qp;
     qp.context = pd->context;
     qp.qp_context = init.qp_context;
@@ -467,6 +483,7 @@ int FakeOps::query_qp(ibv_qp *qp, ibv_qp_attr *attr, int, ibv_qp_init_attr *init
     *attr = q.attr;
     attr->qp_state = qp->state;
     attr->cur_qp_state = qp->state;
+    attr->cap.max_inline_data = q.max_inline;
     if (init != nullptr) {
         std::memset(init, 0, sizeof(*init));
         init->qp_type = qp->qp_type;
@@ -474,6 +491,7 @@ int FakeOps::query_qp(ibv_qp *qp, ibv_qp_attr *attr, int, ibv_qp_init_attr *init
         init->recv_cq = qp->recv_cq;
         init->srq = qp->srq;
         init->sq_sig_all = q.sq_sig_all;
+        init->cap.max_inline_data = q.max_inline;
     }
     return 0;
 }

@@ -51,6 +51,7 @@ struct FakeQpObj {
     ibv_qp_attr attr{};
     int applied_mask = 0;
     bool sq_sig_all = false;
+    uint32_t max_inline = 0; ///< cap.max_inline_data granted at create
     std::deque<PostedWr> rq;
     std::deque<PostedWr> sq; ///< sends in flight (auto-completion off)
     bool fail_next_send = false;

@@ -50,6 +50,42 @@ TEST_CASE("btl e2e: lazy connect on first send, both directions, every path pair
     }
 }
 
+TEST_CASE("btl e2e: fragments up to the QPs' max_inline_data go inline, larger ones from the "
+          "registered slot",
+          "[btl][e2e]") {
+    for (const char *fx : {"rxe_bond", "mlx5_lag"}) {
+        CAPTURE(fx);
+        FabricOptions o;
+        o.fixture = fx;
+        BtlFabric f(o);
+        f.add_all();
+        // The module asks for 128 bytes of inline data (DeviceConfig) and
+        // learns what it got from query_qp; the btl's header takes some.
+        const size_t room = 128 - btl::wire::kFragHeaderSize;
+        std::string small(100, 's'), edge(room, 'e'), large(room + 1, 'l'), big(1000, 'b');
+        for (const std::string *m : {&small, &edge, &large, &big}) {
+            REQUIRE(f.send(0, 1, *m) == OPAL_SUCCESS);
+        }
+        REQUIRE(f.run_until([&] { return f.procs[1]->received.size() == 4; }));
+        CHECK(sorted(f.procs[1]->received) ==
+              sorted(std::vector<std::string>{small, edge, large, big}));
+        size_t inline_sends = 0, gathered = 0;
+        for (const roce::testing::PostedWr &wr : f.fake.sends()) {
+            if (wr.ah != nullptr || wr.opcode != IBV_WR_SEND) {
+                continue; // UD (connection setup)
+            }
+            bool inl = (wr.send_flags & IBV_SEND_INLINE) != 0;
+            CAPTURE(wr.length);
+            CHECK(inl == (wr.length <= 128));
+            (inl ? inline_sends : gathered) += 1;
+        }
+        CHECK(inline_sends >= 2); // small, edge (and credit messages)
+        CHECK(gathered == 2);     // large, big
+        CHECK(f.log.errors == 0);
+        teardown(f);
+    }
+}
+
 namespace {
 
 /// Both processes start sending to each other with no connection, in an
