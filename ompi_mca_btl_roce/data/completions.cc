@@ -180,7 +180,31 @@ void DataPath::complete_frag(Frag *f, int status) {
 void DataPath::warn_limited(const std::string &key, const std::string &line) {
     warn_.warn(log_, key, clock_(), line);
 }
+// The receive buffers of fragments the PML has seen go back to the SRQ as
+// one list (one doorbell), and only then are their credits owed to the
+// senders: a credit always stands for a posted buffer. Lock held.
+void DataPath::repost(const Reposted *done, size_t n) {
+    uint32_t idx[Device::kSrqPostBatch];
+    for (size_t i = 0; i < n; ++i) {
+        idx[i] = done[i].buf_index;
+    }
+    util::Status s = n == 1 ? dev_.post_srq_recv(idx[0]) : dev_.post_srq_recvs(idx, n);
+    if (!s) {
+        log_.write(LogLevel::kWarn, s.message());
+    }
+    for (size_t i = 0; i < n; ++i) {
+        if (done[i].path >= 0) {
+            Path &p = done[i].ep->paths_[static_cast<size_t>(done[i].path)];
+            if (p.state == PathState::kUp) {
+                p.tx.credits.owe();
+                maybe_send_credits(*done[i].ep, static_cast<size_t>(done[i].path));
+            }
+        }
+    }
+}
 void DataPath::run_deferred(std::vector<Deferred> &todo) {
+    Reposted done[Device::kSrqPostBatch];
+    size_t ndone = 0;
     for (Deferred &d : todo) {
         switch (d.kind) {
         case Deferred::Kind::kRecv: {
@@ -189,23 +213,23 @@ void DataPath::run_deferred(std::vector<Deferred> &todo) {
             seg.seg_len = d.len;
             const mca_btl_active_message_callback_t *reg =
                 mca_btl_base_active_message_trigger + d.tag;
-            bool taken = reg->cbfunc != nullptr;
-            if (taken) {
+            if (reg->cbfunc != nullptr) {
                 compat::deliver(btl_, d.ep->as_opal(), d.tag, &seg, 1, reg);
-            }
-            OPAL_THREAD_LOCK(&lock_);
-            if (!taken) {
+            } else {
+                OPAL_THREAD_LOCK(&lock_);
                 warn_limited("unregistered tag",
                              util::format("dropped a fragment for tag %u from %s: nobody "
                                           "registered it",
                                           d.tag, d.ep->label.c_str()));
+                OPAL_THREAD_UNLOCK(&lock_);
             }
-            (void)dev_.post_srq_recv(d.buf_index);
-            if (d.path >= 0 && d.ep->paths_[static_cast<size_t>(d.path)].state == PathState::kUp) {
-                d.ep->paths_[static_cast<size_t>(d.path)].tx.credits.owe();
-                maybe_send_credits(*d.ep, static_cast<size_t>(d.path));
+            done[ndone++] = Reposted{d.ep, d.path, d.buf_index};
+            if (ndone == Device::kSrqPostBatch) {
+                OPAL_THREAD_LOCK(&lock_);
+                repost(done, ndone);
+                OPAL_THREAD_UNLOCK(&lock_);
+                ndone = 0;
             }
-            OPAL_THREAD_UNLOCK(&lock_);
             break;
         }
         case Deferred::Kind::kSendDone: {
@@ -241,9 +265,14 @@ void DataPath::run_deferred(std::vector<Deferred> &todo) {
         }
     }
     todo.clear();
-    if (todo.capacity() != 0) {
+    if (ndone != 0 || todo.capacity() != 0) {
         OPAL_THREAD_LOCK(&lock_);
-        spare_.push_back(std::move(todo)); // allocates only past the 4 reserved
+        if (ndone != 0) {
+            repost(done, ndone);
+        }
+        if (todo.capacity() != 0) {
+            spare_.push_back(std::move(todo)); // allocates only past the 4 reserved
+        }
         OPAL_THREAD_UNLOCK(&lock_);
     }
 }

@@ -222,9 +222,11 @@ public:
     /// run_deferred gave back, so once the buffers have grown no progress
     /// call allocates.
     void take_deferred(std::vector<Deferred> &todo);
-    /// Runs `todo` without the lock (taking it around the bookkeeping after
-    /// each callback: SRQ repost, credits, descriptors back), then clears it
-    /// and keeps its buffer for take_deferred (`todo` is left without one).
+    /// Runs `todo` without the lock (taking it around the bookkeeping: the
+    /// receive buffers go back to the SRQ as lists of up to
+    /// Device::kSrqPostBatch, with their credits, after the callbacks;
+    /// descriptors and RDMA operations after each), then clears it and
+    /// keeps its buffer for take_deferred (`todo` is left without one).
     void run_deferred(std::vector<Deferred> &todo);
 
     // --- the connection side's events (data/data_path.cc); lock held ------
@@ -282,6 +284,14 @@ private:
     /// `status` is an OPAL code, for the PML's callback.
     void complete_frag(Frag *f, int status);
     void handle_recv(const ibv_wc &wc);
+    /// A received fragment the PML has seen: its buffer to repost, and the
+    /// path (-1: a retired QP) whose sender gets the credit back.
+    struct Reposted {
+        Endpoint *ep;
+        int path;
+        uint32_t buf_index;
+    };
+    void repost(const Reposted *done, size_t n);
     Path *account_completion(uint32_t qpn, Endpoint **ep);
     void on_send_completion(const ibv_wc &wc);
     /// A warning about something that came from the wire: at most one line

@@ -86,6 +86,35 @@ TEST_CASE("btl e2e: fragments up to the QPs' max_inline_data go inline, larger o
     }
 }
 
+TEST_CASE("btl e2e: the receive buffers of one progress call go back to the SRQ as one list",
+          "[btl][e2e]") {
+    FabricOptions o;
+    o.fixture = "rxe_bond";
+    BtlFabric f(o);
+    f.add_all();
+    REQUIRE(f.send(0, 1, msg(0, 1, 0)) == OPAL_SUCCESS);
+    REQUIRE(f.run_until([&] { return f.all_up(0, 1) && f.all_up(1, 0); }));
+    f.run(5);
+    REQUIRE(f.procs[1]->received.size() == 1);
+    // Eight fragments wait in process 1's CQ; one progress call hands them
+    // to the PML and reposts their eight buffers in one ibv_post_srq_recv.
+    for (int n = 1; n <= 8; ++n) {
+        REQUIRE(f.send(0, 1, msg(0, 1, n)) == OPAL_SUCCESS);
+    }
+    while (f.fake.run_rc() != 0) {
+    }
+    const int posts = f.fake.calls(roce::testing::Call::kPostSrqRecv);
+    const size_t recvs = f.fake.recvs().size();
+    f.procs[1]->module->progress();
+    CHECK(f.procs[1]->received.size() == 9);
+    CHECK(f.fake.calls(roce::testing::Call::kPostSrqRecv) == posts + 1);
+    CHECK(f.fake.recvs().size() == recvs + 8); // every buffer is back
+    f.run(20);
+    CHECK(from(f, 1, 0) == expected(0, 1, 0, 9));
+    CHECK(f.log.errors == 0);
+    teardown(f);
+}
+
 namespace {
 
 /// Both processes start sending to each other with no connection, in an
