@@ -184,21 +184,26 @@ void DataPath::warn_limited(const std::string &key, const std::string &line) {
 // one list (one doorbell), and only then are their credits owed to the
 // senders: a credit always stands for a posted buffer. Lock held.
 void DataPath::repost(const Reposted *done, size_t n) {
-    uint32_t idx[Device::kSrqPostBatch];
-    for (size_t i = 0; i < n; ++i) {
-        idx[i] = done[i].buf_index;
+    util::Status s;
+    if (n == 1) {
+        s = dev_.post_srq_recv(done[0].buf_index);
+    } else {
+        uint32_t idx[Device::kSrqPostBatch];
+        for (size_t i = 0; i < n; ++i) {
+            idx[i] = done[i].buf_index;
+        }
+        s = dev_.post_srq_recvs(idx, n);
     }
-    util::Status s = n == 1 ? dev_.post_srq_recv(idx[0]) : dev_.post_srq_recvs(idx, n);
     if (!s) {
-        log_.write(LogLevel::kWarn, s.message());
+        warn_limited("SRQ repost", s.message()); // those buffers are lost to the SRQ
     }
     for (size_t i = 0; i < n; ++i) {
-        if (done[i].path >= 0) {
-            Path &p = done[i].ep->paths_[static_cast<size_t>(done[i].path)];
-            if (p.state == PathState::kUp) {
-                p.tx.credits.owe();
-                maybe_send_credits(*done[i].ep, static_cast<size_t>(done[i].path));
-            }
+        Endpoint &ep = *done[i].ep;
+        size_t path = static_cast<size_t>(done[i].path);
+        if (done[i].path >= 0 && path < ep.paths_.size() &&
+            ep.paths_[path].state == PathState::kUp) {
+            ep.paths_[path].tx.credits.owe();
+            maybe_send_credits(ep, path);
         }
     }
 }
