@@ -586,3 +586,30 @@ TEST_CASE("DC: a device without DC says so and creates nothing", "[dc][unsupport
     CHECK(t.status().sys_errno() == EOPNOTSUPP);
     CHECK(rxe.live_objects() == 5); // context, PD, CQ, SRQ, MR: nothing of DC
 }
+
+TEST_CASE("DC: a remote access error fails the initiator, not the target", "[dc][wire]") {
+    Pair p;
+    DcTarget t = p.target();
+    DcInitiator bad = p.initiator();
+    DcInitiator good = p.initiator();
+    verbs::Ah ah = p.ah();
+    ibv_sge buf = p.a.sge(1024, 8);
+    DcWork w = work(DcWork::Op::kWrite, 1, &buf, ah.get(), t);
+    w.rkey = p.b.mr->rkey ^ 0xff; // not B's key
+    w.remote_addr = p.b.addr(0);
+    REQUIRE(bad.post(&w, 1).is_ok());
+    CHECK(p.fake.run_dc() == 1);
+    std::vector<ibv_wc> done = p.a.poll();
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(p.fake.qp_state(bad.qp().get()) == IBV_QPS_ERR);
+    CHECK(p.fake.qp_state(t.qp().get()) == IBV_QPS_RTR); // still serving the others
+    w.rkey = p.b.mr->rkey;
+    w.wr_id = 2;
+    REQUIRE(good.post(&w, 1).is_ok());
+    CHECK(p.fake.run_dc() == 1);
+    done = p.a.poll();
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].status == IBV_WC_SUCCESS);
+    CHECK(std::memcmp(p.b.mem.data(), p.a.mem.data() + 1024, 8) == 0);
+}
