@@ -60,6 +60,18 @@
 //        queued events) that can be made non-blocking and polled;
 //      * busy_deregs(): MRs deregistered while a posted receive still
 //        pointed into them;
+//  - mlx5 DC (fake_verbs_dc.cc, where each rule cites its source): DCIs and
+//    DCTs created with mlx5dv_create_qp and rdma-core's/the kernel's errno
+//    (EOPNOTSUPP off mlx5 or without the dct capability, FakeDevice::dc);
+//    a DCT attached to an SRQ, keyed at creation, numbered at RTR, never
+//    leaving RTR (no ERR/RESET); DCIs posted through the extended
+//    work-request API (ibv_wr_* with mlx5dv_wr_set_dc_addr; wr_complete is
+//    all or nothing: ENOMEM on overflow, EINVAL on an unfinished request);
+//    in wire mode run_dc() carries DCI work to the DCT its address handle,
+//    DCT number and key name, and a wrong key is dropped and counted at the
+//    target (dct_key_violations) and retried out at the initiator
+//    (IBV_WC_RETRY_EXC_ERR, the DCI to ERR); mlx5dv_query_device answers
+//    the DC ODP caps;
 //  - any call can be made to fail on demand (fail());
 //  - in wire mode (set_wire), the QPs of one FakeVerbs reach each other:
 //    UD datagrams wait on the wire for the test to deliver (or lose,
