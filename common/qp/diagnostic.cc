@@ -72,29 +72,6 @@ std::vector<const Problem *> matching(const std::vector<Problem> &ps, int err) {
     return out;
 }
 
-/// "REMOTE_WRITE|REMOTE_READ" for IBV_ACCESS_* bits ("0" for none).
-std::string access_names(unsigned flags) {
-    static const struct {
-        unsigned bit;
-        const char *name;
-    } kBits[] = {{IBV_ACCESS_LOCAL_WRITE, "LOCAL_WRITE"},
-                 {IBV_ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
-                 {IBV_ACCESS_REMOTE_READ, "REMOTE_READ"},
-                 {IBV_ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"}};
-    std::vector<std::string> names;
-    unsigned rest = flags;
-    for (const auto &b : kBits) {
-        if (flags & b.bit) {
-            names.emplace_back(b.name);
-            rest &= ~b.bit;
-        }
-    }
-    if (rest != 0) {
-        names.push_back(util::format("0x%x", rest));
-    }
-    return names.empty() ? "0" : util::join(names, "|");
-}
-
 } // namespace
 
 LikelyCause likely_cause(int err, QpType type, Transition t, const ModifyRequest &req) {
