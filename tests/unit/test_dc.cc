@@ -12,6 +12,7 @@
 #include "catch.h"
 #include "fake_verbs.h"
 #include "fixtures.h"
+#include "qp/check.h"
 #include "qp/dc.h"
 #include "topo/readers.h"
 #include "util/log.h"
@@ -612,4 +613,52 @@ TEST_CASE("DC: a remote access error fails the initiator, not the target", "[dc]
     REQUIRE(done.size() == 1);
     CHECK(done[0].status == IBV_WC_SUCCESS);
     CHECK(std::memcmp(p.b.mem.data(), p.a.mem.data() + 1024, 8) == 0);
+}
+
+TEST_CASE("DC: roce-doctor --check's DC part: transitions on mlx5, SKIP with the reason elsewhere",
+          "[dc][check]") {
+    auto fresh_of = [](FakeVerbs &f, const char *name) -> qp::SnapshotSource {
+        return [&f, name]() -> util::Result<topo::Snapshot> {
+            const topo::Snapshot &cap = fixture(name);
+            return topo::read_live(f.api(), [&cap]() -> util::Result<std::vector<topo::NetdevInfo>> {
+                return cap.netdevs;
+            });
+        };
+    };
+    FakeVerbs mlx5(fixture("mlx5_lag"));
+    select::Selection sel = testing::lag_selection(3);
+    auto out = qp::check_dc_transitions(mlx5.api(), sel, fresh_of(mlx5, "mlx5_lag"), false,
+                                        nullptr);
+    REQUIRE(out.size() == 2);
+    CHECK(out[0].type == qp::QpType::kDCT);
+    CHECK(out[0].passed);
+    CHECK_THAT(out[0].detail, contains_text("RESET->INIT->RTR ok (DCT 0x"));
+    CHECK(out[1].type == qp::QpType::kDCI);
+    CHECK(out[1].passed);
+    CHECK_THAT(out[1].detail, contains_text("RESET->INIT->RTR->RTS ok (DCI 0x"));
+    CHECK_FALSE(out[1].skipped);
+    CHECK(mlx5.live_objects() == 0); // everything destroyed again
+
+    // A refused transition is a failed outcome with the diagnostic.
+    mlx5.device("mlx5_bond_0").ports[0].active_mtu = IBV_MTU_1024;
+    out = qp::check_dc_transitions(mlx5.api(), sel, fresh_of(mlx5, "mlx5_lag"), false, nullptr);
+    REQUIRE(out.size() == 2);
+    CHECK_FALSE(out[0].passed);
+    CHECK_THAT(out[0].detail, contains_text("ibv_modify_qp(DCT, INIT->RTR)"));
+    CHECK_THAT(out[0].detail, contains_text("exceeds the active MTU 1024"));
+    CHECK_FALSE(out[1].passed);
+    CHECK(mlx5.live_objects() == 0);
+
+    FakeVerbs rxe(fixture("rxe_bond"));
+    select::Selection rsel;
+    rsel.device = "rxe_bond0";
+    rsel.port = 1;
+    out = qp::check_dc_transitions(rxe.api(), rsel, {}, false, nullptr);
+    REQUIRE(out.size() == 2);
+    for (const auto &o : out) {
+        CHECK(o.skipped);
+        CHECK_FALSE(o.passed);
+        CHECK(o.detail == "SKIP: rxe_bond0 is not an mlx5 device: DC needs mlx5 direct verbs");
+    }
+    CHECK(rxe.live_objects() == 0);
 }
