@@ -49,11 +49,10 @@ ibv_qp_init_attr_ex base_attr(ibv_pd *pd, ibv_cq *cq) {
 
 // ---- DcTarget --------------------------------------------------------------------
 
-util::Result<DcTarget> DcTarget::create(const verbs::VerbsApi &api, ibv_context *ctx,
-                                        ibv_pd *pd, ibv_cq *cq, ibv_srq *srq,
-                                        uint64_t access_key, select::Selection sel,
-                                        SharedSnapshotSource snapshots, bool privileged,
-                                        util::LogSink *log) {
+util::Result<DcTarget> DcTarget::create(const verbs::VerbsApi &api, ibv_context *ctx, ibv_pd *pd,
+                                        ibv_cq *cq, ibv_srq *srq, uint64_t access_key,
+                                        select::Selection sel, SharedSnapshotSource snapshots,
+                                        bool privileged, util::LogSink *log) {
     if (srq == nullptr) {
         return Status(Code::kInvalidArgument,
                       "DcTarget on " + sel.device + ": a DC target receives through an SRQ");
@@ -91,9 +90,8 @@ Status DcTarget::activate(const QpParams &params) {
 
 util::Result<DcInitiator> DcInitiator::create(const verbs::VerbsApi &api, ibv_context *ctx,
                                               ibv_pd *pd, ibv_cq *cq, const DciCaps &caps,
-                                              select::Selection sel,
-                                              SharedSnapshotSource snapshots, bool privileged,
-                                              util::LogSink *log) {
+                                              select::Selection sel, SharedSnapshotSource snapshots,
+                                              bool privileged, util::LogSink *log) {
     ibv_qp_init_attr_ex ex = base_attr(pd, cq);
     ex.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     ex.send_ops_flags = kDciSendOps;
@@ -163,10 +161,18 @@ Status DcInitiator::post(const DcWork *works, size_t n) {
         ex_->wr_id = w.wr_id;
         ex_->wr_flags = w.flags;
         switch (w.op) {
-        case DcWork::Op::kSend: api_->wr_send(ex_); break;
-        case DcWork::Op::kSendImm: api_->wr_send_imm(ex_, w.imm); break;
-        case DcWork::Op::kWrite: api_->wr_rdma_write(ex_, w.rkey, w.remote_addr); break;
-        case DcWork::Op::kRead: api_->wr_rdma_read(ex_, w.rkey, w.remote_addr); break;
+        case DcWork::Op::kSend:
+            api_->wr_send(ex_);
+            break;
+        case DcWork::Op::kSendImm:
+            api_->wr_send_imm(ex_, w.imm);
+            break;
+        case DcWork::Op::kWrite:
+            api_->wr_rdma_write(ex_, w.rkey, w.remote_addr);
+            break;
+        case DcWork::Op::kRead:
+            api_->wr_rdma_read(ex_, w.rkey, w.remote_addr);
+            break;
         case DcWork::Op::kCmpSwap:
             api_->wr_atomic_cmp_swp(ex_, w.rkey, w.remote_addr, w.compare_add, w.swap);
             break;
@@ -182,8 +188,8 @@ Status DcInitiator::post(const DcWork *works, size_t n) {
     if (rc != 0) {
         return Status(util::code_from_errno(rc),
                       util::format("ibv_wr_complete(DCI 0x%x) on %s, %zu work request%s: %s (%d)%s",
-                                   number(), qp_.selection().device.c_str(), n,
-                                   n == 1 ? "" : "s", std::strerror(rc), rc,
+                                   number(), qp_.selection().device.c_str(), n, n == 1 ? "" : "s",
+                                   std::strerror(rc), rc,
                                    rc == ENOMEM ? "; the send queue is full: poll completions "
                                                   "first"
                                                 : ""),

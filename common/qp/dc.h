@@ -35,11 +35,10 @@ public:
     /// `srq` or a key of 0 (the value of a key nobody drew); otherwise
     /// mlx5dv_create_qp's errno (EOPNOTSUPP: not mlx5, or no dct
     /// capability), the message naming the device.
-    static util::Result<DcTarget> create(const verbs::VerbsApi &api, ibv_context *ctx,
-                                         ibv_pd *pd, ibv_cq *cq, ibv_srq *srq,
-                                         uint64_t access_key, select::Selection sel,
-                                         SharedSnapshotSource snapshots, bool privileged,
-                                         util::LogSink *log);
+    static util::Result<DcTarget> create(const verbs::VerbsApi &api, ibv_context *ctx, ibv_pd *pd,
+                                         ibv_cq *cq, ibv_srq *srq, uint64_t access_key,
+                                         select::Selection sel, SharedSnapshotSource snapshots,
+                                         bool privileged, util::LogSink *log);
 
     /// RESET -> INIT (pkey_index, port, params.access_flags) -> RTR (the
     /// address vector with sgid_index = the selection's GID, path MTU,
@@ -50,8 +49,9 @@ public:
 
     /// The number initiators address (mlx5dv_wr_set_dc_addr's remote_dctn).
     /// Valid once activate() succeeded: mlx5 creates the DCT in the
-    /// firmware at RTR and numbers it then (rdma-core's modify_dct).
-    uint32_t number() const { return qp_.get()->qp_num; }
+    /// firmware at RTR and numbers it then (rdma-core's modify_dct). 0 once
+    /// the QP was destroyed (qp().destroy()).
+    uint32_t number() const { return qp_.get() != nullptr ? qp_.get()->qp_num : 0; }
     uint64_t access_key() const { return key_; }
     QueuePair &qp() { return qp_; }
     const QueuePair &qp() const { return qp_; }
@@ -76,15 +76,15 @@ struct DcWork {
     enum class Op { kSend, kSendImm, kWrite, kRead, kCmpSwap, kFetchAdd };
     Op op = Op::kSend;
     uint64_t wr_id = 0;
-    unsigned flags = 0;          ///< IBV_SEND_SIGNALED, IBV_SEND_FENCE, ...
+    unsigned flags = 0;           ///< IBV_SEND_SIGNALED, IBV_SEND_FENCE, ...
     const ibv_sge *sge = nullptr; ///< local buffers (atomics: the 8-byte result buffer)
     size_t num_sge = 0;
-    uint32_t imm = 0;            ///< kSendImm, network order as rdma-core takes it
-    uint32_t rkey = 0;           ///< RDMA and atomics
+    uint32_t imm = 0;  ///< kSendImm, network order as rdma-core takes it
+    uint32_t rkey = 0; ///< RDMA and atomics
     uint64_t remote_addr = 0;
-    uint64_t compare_add = 0;    ///< kCmpSwap: compare; kFetchAdd: add
-    uint64_t swap = 0;           ///< kCmpSwap
-    ibv_ah *ah = nullptr;        ///< to the target's GID
+    uint64_t compare_add = 0; ///< kCmpSwap: compare; kFetchAdd: add
+    uint64_t swap = 0;        ///< kCmpSwap
+    ibv_ah *ah = nullptr;     ///< to the target's GID
     uint32_t dctn = 0;
     uint64_t dc_key = 0;
 };
@@ -100,9 +100,8 @@ public:
     /// rdma-core gives no extended QP for it.
     static util::Result<DcInitiator> create(const verbs::VerbsApi &api, ibv_context *ctx,
                                             ibv_pd *pd, ibv_cq *cq, const DciCaps &caps,
-                                            select::Selection sel,
-                                            SharedSnapshotSource snapshots, bool privileged,
-                                            util::LogSink *log);
+                                            select::Selection sel, SharedSnapshotSource snapshots,
+                                            bool privileged, util::LogSink *log);
 
     /// RESET -> INIT (pkey_index, port) -> RTR (path MTU and an address
     /// vector on the selection's port and GID, as UCX gives a RoCE DCI) ->
@@ -126,7 +125,8 @@ public:
     /// in ERR accepts work and flushes it (IBV_WC_WR_FLUSH_ERR).
     [[nodiscard]] util::Status post(const DcWork *works, size_t n);
 
-    uint32_t number() const { return qp_.get()->qp_num; }
+    /// The DCI's QP number (0 once destroyed).
+    uint32_t number() const { return qp_.get() != nullptr ? qp_.get()->qp_num : 0; }
     QueuePair &qp() { return qp_; }
     const QueuePair &qp() const { return qp_; }
 

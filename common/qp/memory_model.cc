@@ -9,7 +9,9 @@ namespace roce::qp {
 
 namespace {
 
-constexpr uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+constexpr uint64_t align_up(uint64_t v, uint64_t a) {
+    return (v + a - 1) / a * a;
+}
 
 uint64_t pow2_at_least(uint64_t v) {
     uint64_t p = 1;
@@ -26,18 +28,17 @@ uint32_t mlx5_send_wqe_bytes(bool dci, bool with_mw, uint32_t max_sge, uint32_t 
     uint64_t ctrl = sizeof(mlx5_wqe_ctrl_seg);
     uint64_t rdma = ctrl + sizeof(mlx5_wqe_raddr_seg);
     uint64_t atomic = rdma + sizeof(mlx5_wqe_atomic_seg);
-    uint64_t mw = with_mw ? ctrl + sizeof(mlx5_wqe_umr_ctrl_seg) +
-                                sizeof(mlx5_wqe_mkey_context_seg) +
-                                std::max<uint64_t>(sizeof(mlx5_wqe_umr_klm_seg), 64)
-                          : 0;
+    uint64_t mw = with_mw
+                      ? ctrl + sizeof(mlx5_wqe_umr_ctrl_seg) + sizeof(mlx5_wqe_mkey_context_seg) +
+                            std::max<uint64_t>(sizeof(mlx5_wqe_umr_klm_seg), 64)
+                      : 0;
     uint64_t overhead = std::max({ctrl, rdma, atomic, mw});
     if (dci) {
         overhead += sizeof(mlx5_wqe_datagram_seg);
     }
     uint64_t gather = overhead + uint64_t{max_sge} * sizeof(mlx5_wqe_data_seg);
-    uint64_t inl = max_inline > 0
-                       ? overhead + align_up(sizeof(mlx5_wqe_inl_data_seg) + max_inline, 16)
-                       : 0;
+    uint64_t inl =
+        max_inline > 0 ? overhead + align_up(sizeof(mlx5_wqe_inl_data_seg) + max_inline, 16) : 0;
     return static_cast<uint32_t>(align_up(std::max(gather, inl), MLX5_SEND_WQE_BB));
 }
 
@@ -49,7 +50,9 @@ uint64_t mlx5_sq_bytes(bool dci, bool with_mw, uint32_t depth, uint32_t max_sge,
     return pow2_at_least(uint64_t{depth} * mlx5_send_wqe_bytes(dci, with_mw, max_sge, max_inline));
 }
 
-uint64_t mlx5_ah_bytes() { return sizeof(ibv_ah) + sizeof(mlx5_wqe_av); }
+uint64_t mlx5_ah_bytes() {
+    return sizeof(ibv_ah) + sizeof(mlx5_wqe_av);
+}
 
 MemoryEstimate rc_memory(const MemoryInputs &in, uint64_t peers) {
     MemoryEstimate e;

@@ -40,27 +40,27 @@ struct MemoryInputs {
     uint32_t ports = 1;
     // RC: one QP per path, paths_per_peer per peer and port.
     uint32_t paths_per_peer = 1;
-    uint32_t rc_sq_depth = 0;    ///< max_send_wr of each RC QP
+    uint32_t rc_sq_depth = 0; ///< max_send_wr of each RC QP
     uint32_t rc_max_sge = 0;
     uint32_t rc_max_inline = 0;
-    uint64_t rc_path_bytes = 0;  ///< host state per path beyond its SQ buffer
+    uint64_t rc_path_bytes = 0; ///< host state per path beyond its SQ buffer
     // DC: one DCT and dci_pool DCIs per port; an address handle per peer and port.
     uint32_t dci_pool = 0;
     uint32_t dci_sq_depth = 0;
     uint32_t dci_max_sge = 0;
     uint32_t dci_max_inline = 0;
-    uint64_t dc_port_bytes = 0;  ///< host state per port for DC (the DcTarget and DcInitiators)
-    uint64_t dc_peer_bytes = 0;  ///< host state per peer and port beyond the endpoint (the AH)
+    uint64_t dc_port_bytes = 0; ///< host state per port for DC (the DcTarget and DcInitiators)
+    uint64_t dc_peer_bytes = 0; ///< host state per peer and port beyond the endpoint (the AH)
     // Both: the endpoint of a peer on a port (its object and what it allocates).
     uint64_t peer_bytes = 0;
 };
 
 /// The memory of one transport at a number of peers.
 struct MemoryEstimate {
-    uint64_t qps = 0;          ///< QPs of the process
-    uint64_t send_wqes = 0;    ///< send-queue entries (WQEs) over all of them
-    uint64_t queue_bytes = 0;  ///< their send-queue buffers
-    uint64_t state_bytes = 0;  ///< host state: endpoints, paths, address handles, DC objects
+    uint64_t qps = 0;         ///< QPs of the process
+    uint64_t send_wqes = 0;   ///< send-queue entries (WQEs) over all of them
+    uint64_t queue_bytes = 0; ///< their send-queue buffers
+    uint64_t state_bytes = 0; ///< host state: endpoints, paths, address handles, DC objects
     uint64_t total() const { return queue_bytes + state_bytes; }
 };
 

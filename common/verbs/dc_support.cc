@@ -16,7 +16,9 @@ std::string failed(const std::string &name, const char *verb, int err) {
                         std::strerror(err), err);
 }
 
-int saved_errno() { return errno != 0 ? errno : EIO; }
+int saved_errno() {
+    return errno != 0 ? errno : EIO;
+}
 
 } // namespace
 

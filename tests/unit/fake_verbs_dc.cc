@@ -47,9 +47,9 @@ namespace roce::testing {
 /// What a DCI or DCT has beyond an ordinary fake QP.
 struct FakeDcQp {
     bool dct = false;
-    uint64_t dct_key = 0;           ///< DCT: its access key
-    uint64_t key_violations = 0;    ///< DCT: requests dropped for a wrong key
-    bool has_ex = false;            ///< DCI created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS
+    uint64_t dct_key = 0;        ///< DCT: its access key
+    uint64_t key_violations = 0; ///< DCT: requests dropped for a wrong key
+    bool has_ex = false;         ///< DCI created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS
     uint32_t max_send_wr = 0, max_send_sge = 0, max_inline_data = 0;
     /// mlx5dv_qp_ex_from_ibv_qp_ex's answer; `ex` leads back to the QP.
     struct Dv {
@@ -69,11 +69,17 @@ struct FakeDcQp {
 
 namespace {
 
-FakeVerbs::State &st(FakeVerbs &f) { return f.state(); }
+FakeVerbs::State &st(FakeVerbs &f) {
+    return f.state();
+}
 
-FakeVerbs &owner_of(ibv_qp_ex *ex) { return *FakeOps::owner(ex->qp_base.context); }
+FakeVerbs &owner_of(ibv_qp_ex *ex) {
+    return *FakeOps::owner(ex->qp_base.context);
+}
 
-FakeDcQp &dc_of(ibv_qp_ex *ex) { return *st(owner_of(ex)).dc.at(&ex->qp_base); }
+FakeDcQp &dc_of(ibv_qp_ex *ex) {
+    return *st(owner_of(ex)).dc.at(&ex->qp_base);
+}
 
 /// The work request the setters apply to; nullptr (and the batch's error)
 /// when there is none.
@@ -163,9 +169,12 @@ ibv_qp *FakeOps::mlx5dv_create_qp(ibv_context *ctx, ibv_qp_init_attr_ex *attr,
     bool dc = dv != nullptr && (dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC);
     if (!dc) {
         switch (attr->qp_type) {
-        case IBV_QPT_RC: return make_qp(f, attr->pd, init, FakeQpKind::kRC);
-        case IBV_QPT_UD: return make_qp(f, attr->pd, init, FakeQpKind::kUD);
-        default: return fail(attr->qp_type == IBV_QPT_DRIVER ? EINVAL : EOPNOTSUPP);
+        case IBV_QPT_RC:
+            return make_qp(f, attr->pd, init, FakeQpKind::kRC);
+        case IBV_QPT_UD:
+            return make_qp(f, attr->pd, init, FakeQpKind::kUD);
+        default:
+            return fail(attr->qp_type == IBV_QPT_DRIVER ? EINVAL : EOPNOTSUPP);
         }
     }
     const bool dct = dv->dc_init_attr.dc_type == MLX5DV_DCTYPE_DCT;
@@ -182,8 +191,7 @@ ibv_qp *FakeOps::mlx5dv_create_qp(ibv_context *ctx, ibv_qp_init_attr_ex *attr,
             IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_SEND_WITH_IMM |
             IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
             IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-            IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV |
-            IBV_QP_EX_WITH_BIND_MW;
+            IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW;
         if (attr->send_ops_flags & ~kDciOps) {
             return fail(EOPNOTSUPP);
         }
@@ -233,7 +241,9 @@ ibv_qp *FakeOps::mlx5dv_create_qp(ibv_context *ctx, ibv_qp_init_attr_ex *attr,
     return qp;
 }
 
-void fake_forget_dc(FakeVerbs &f, const ibv_qp *qp) { st(f).dc.erase(qp); }
+void fake_forget_dc(FakeVerbs &f, const ibv_qp *qp) {
+    st(f).dc.erase(qp);
+}
 
 // ---- the extended work-request API -------------------------------------------
 
@@ -302,7 +312,9 @@ int FakeDcOps::wr_complete(ibv_qp_ex *ex) {
     return 0;
 }
 
-void FakeDcOps::wr_send(ibv_qp_ex *ex) { build(ex, IBV_WR_SEND, 0, 0); }
+void FakeDcOps::wr_send(ibv_qp_ex *ex) {
+    build(ex, IBV_WR_SEND, 0, 0);
+}
 
 void FakeDcOps::wr_send_imm(ibv_qp_ex *ex, __be32 imm) {
     build(ex, IBV_WR_SEND_WITH_IMM, 0, 0);

@@ -95,7 +95,9 @@ void fail_front(FakeVerbs &f, FakeQpObj &q, ibv_wc_status status) {
 
 void to_error(FakeVerbs &f, FakeQpObj &q) {
     // A DCT serves every initiator: a bad request fails that initiator's
-    // work request (and, on mlx5, raises a DCT event), the target stays RTR.
+    // work request and the target stays RTR (MLNX_OFED's experimental verbs
+    // reported it as a DCT event; upstream rdma-core has no event type for
+    // it, so the fake raises none).
     if (q.kind == FakeQpKind::kDCT) {
         return;
     }

@@ -54,8 +54,8 @@ struct Proc {
         mem.assign(4096, 0);
         int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                      IBV_ACCESS_REMOTE_ATOMIC;
-        mr = verbs::Mr(api.reg_mr(pd.get(), mem.data(), mem.size(), access),
-                       verbs::MrDeleter{&api});
+        mr =
+            verbs::Mr(api.reg_mr(pd.get(), mem.data(), mem.size(), access), verbs::MrDeleter{&api});
         REQUIRE(mr);
     }
     /// Posts a receive of 256 bytes at mem[offset] on the SRQ.
@@ -104,8 +104,8 @@ struct Pair {
         fake.set_wire(true);
     }
     DcTarget target(uint64_t key = kKey, const qp::QpParams &params = qp::dct_params()) {
-        auto t = DcTarget::create(fake.api(), b.ctx.get(), b.pd.get(), b.cq.get(), b.srq.get(),
-                                  key, sel, live(fake, "mlx5_lag"), false, &log);
+        auto t = DcTarget::create(fake.api(), b.ctx.get(), b.pd.get(), b.cq.get(), b.srq.get(), key,
+                                  sel, live(fake, "mlx5_lag"), false, &log);
         REQUIRE(t.is_ok());
         REQUIRE(t->activate(params).is_ok());
         return std::move(t.value());
@@ -226,8 +226,8 @@ TEST_CASE("DC: DCT and DCI creation and transitions, preflighted", "[dc][fsm]") 
 
     // Refused before any verb: no SRQ, a key nobody drew.
     int creates = p.fake.calls(Call::kMlx5dvCreateQp);
-    auto no_srq = DcTarget::create(p.fake.api(), p.b.ctx.get(), p.b.pd.get(), p.b.cq.get(),
-                                   nullptr, kKey, p.sel, {}, false, nullptr);
+    auto no_srq = DcTarget::create(p.fake.api(), p.b.ctx.get(), p.b.pd.get(), p.b.cq.get(), nullptr,
+                                   kKey, p.sel, {}, false, nullptr);
     CHECK(no_srq.status().code() == util::Code::kInvalidArgument);
     auto zero = DcTarget::create(p.fake.api(), p.b.ctx.get(), p.b.pd.get(), p.b.cq.get(),
                                  p.b.srq.get(), 0, p.sel, {}, false, nullptr);
@@ -262,8 +262,7 @@ TEST_CASE("DC: DCT and DCI creation and transitions, preflighted", "[dc][fsm]") 
     CHECK(errno == EINVAL); // a DCI has no receive queue
 }
 
-TEST_CASE("DC: send, RDMA write, RDMA read and atomics between two processes",
-          "[dc][wire]") {
+TEST_CASE("DC: send, RDMA write, RDMA read and atomics between two processes", "[dc][wire]") {
     Pair p;
     DcTarget t = p.target();
     DcInitiator i = p.initiator();
@@ -304,8 +303,8 @@ TEST_CASE("DC: send, RDMA write, RDMA read and atomics between two processes",
 
     std::vector<ibv_wc> done = p.a.poll();
     REQUIRE(done.size() == 5);
-    const ibv_wc_opcode ops[] = {IBV_WC_SEND, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ,
-                                 IBV_WC_FETCH_ADD, IBV_WC_COMP_SWAP};
+    const ibv_wc_opcode ops[] = {IBV_WC_SEND, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ, IBV_WC_FETCH_ADD,
+                                 IBV_WC_COMP_SWAP};
     for (size_t k = 0; k < 5; ++k) {
         INFO("work request " << k + 1);
         CHECK(done[k].status == IBV_WC_SUCCESS);
@@ -459,8 +458,7 @@ TEST_CASE("DC: posting errors are all-or-nothing and say why", "[dc][post]") {
     CHECK(p.fake.api().wr_complete(ex) == EINVAL);
 }
 
-TEST_CASE("DC: preflight refuses a bad GID index, MTU or port before the call",
-          "[dc][preflight]") {
+TEST_CASE("DC: preflight refuses a bad GID index, MTU or port before the call", "[dc][preflight]") {
     Pair p;
     auto make_dci = [&](const select::Selection &sel) {
         auto i = DcInitiator::create(p.fake.api(), p.a.ctx.get(), p.a.pd.get(), p.a.cq.get(), {},
@@ -493,8 +491,8 @@ TEST_CASE("DC: preflight refuses an MTU above the port's, a down port and DC att
     Pair p;
     // MTU: the selection says 4096, the port runs 1024 now.
     p.fake.device("mlx5_bond_0").ports[0].active_mtu = IBV_MTU_1024;
-    auto i = DcInitiator::create(p.fake.api(), p.a.ctx.get(), p.a.pd.get(), p.a.cq.get(), {},
-                                 p.sel, live(p.fake, "mlx5_lag"), false, &p.log);
+    auto i = DcInitiator::create(p.fake.api(), p.a.ctx.get(), p.a.pd.get(), p.a.cq.get(), {}, p.sel,
+                                 live(p.fake, "mlx5_lag"), false, &p.log);
     REQUIRE(i.is_ok());
     int modifies = p.fake.calls(Call::kModifyQp);
     util::Status st = i->activate();
@@ -509,8 +507,7 @@ TEST_CASE("DC: preflight refuses an MTU above the port's, a down port and DC att
     // A down port: DC would fail every peer at once.
     p.fake.device("mlx5_bond_0").ports[0].state = IBV_PORT_DOWN;
     auto t = DcTarget::create(p.fake.api(), p.b.ctx.get(), p.b.pd.get(), p.b.cq.get(),
-                              p.b.srq.get(), kKey, p.sel, live(p.fake, "mlx5_lag"), false,
-                              &p.log);
+                              p.b.srq.get(), kKey, p.sel, live(p.fake, "mlx5_lag"), false, &p.log);
     REQUIRE(t.is_ok());
     st = t->activate();
     CHECK_FALSE(st.is_ok());
@@ -539,8 +536,7 @@ TEST_CASE("DC: a transition the kernel still refuses gets the diagnostic paragra
     Pair p;
     p.fake.device("mlx5_bond_0").dc_atomics = false;
     auto t = DcTarget::create(p.fake.api(), p.b.ctx.get(), p.b.pd.get(), p.b.cq.get(),
-                              p.b.srq.get(), kKey, p.sel, live(p.fake, "mlx5_lag"), false,
-                              &p.log);
+                              p.b.srq.get(), kKey, p.sel, live(p.fake, "mlx5_lag"), false, &p.log);
     REQUIRE(t.is_ok());
     util::Status st = t->activate();
     CHECK(st.code() == util::Code::kUnsupported);
@@ -557,8 +553,8 @@ TEST_CASE("DC: a transition the kernel still refuses gets the diagnostic paragra
     CHECK(t->activate(no_atomics).is_ok());
 
     // Any errno the kernel gives at RTR reads as one paragraph too.
-    auto i = DcInitiator::create(p.fake.api(), p.a.ctx.get(), p.a.pd.get(), p.a.cq.get(), {},
-                                 p.sel, live(p.fake, "mlx5_lag"), false, &p.log);
+    auto i = DcInitiator::create(p.fake.api(), p.a.ctx.get(), p.a.pd.get(), p.a.cq.get(), {}, p.sel,
+                                 live(p.fake, "mlx5_lag"), false, &p.log);
     REQUIRE(i.is_ok());
     p.fake.fail(Call::kModifyQp, ENOMEM, 1);
     st = i->activate();
@@ -576,8 +572,8 @@ TEST_CASE("DC: a device without DC says so and creates nothing", "[dc][unsupport
     select::Selection sel;
     sel.device = "rxe_bond0";
     sel.port = 1;
-    auto i = DcInitiator::create(rxe.api(), r.ctx.get(), r.pd.get(), r.cq.get(), {}, sel, {},
-                                 false, nullptr);
+    auto i = DcInitiator::create(rxe.api(), r.ctx.get(), r.pd.get(), r.cq.get(), {}, sel, {}, false,
+                                 nullptr);
     CHECK(i.status().code() == util::Code::kUnsupported);
     CHECK(i.status().message() ==
           "mlx5dv_create_qp(DCI) on rxe_bond0 failed: Operation not supported (95); DC needs an "
@@ -620,15 +616,15 @@ TEST_CASE("DC: roce-doctor --check's DC part: transitions on mlx5, SKIP with the
     auto fresh_of = [](FakeVerbs &f, const char *name) -> qp::SnapshotSource {
         return [&f, name]() -> util::Result<topo::Snapshot> {
             const topo::Snapshot &cap = fixture(name);
-            return topo::read_live(f.api(), [&cap]() -> util::Result<std::vector<topo::NetdevInfo>> {
-                return cap.netdevs;
-            });
+            return topo::read_live(
+                f.api(),
+                [&cap]() -> util::Result<std::vector<topo::NetdevInfo>> { return cap.netdevs; });
         };
     };
     FakeVerbs mlx5(fixture("mlx5_lag"));
     select::Selection sel = testing::lag_selection(3);
-    auto out = qp::check_dc_transitions(mlx5.api(), sel, fresh_of(mlx5, "mlx5_lag"), false,
-                                        nullptr);
+    auto out =
+        qp::check_dc_transitions(mlx5.api(), sel, fresh_of(mlx5, "mlx5_lag"), false, nullptr);
     REQUIRE(out.size() == 2);
     CHECK(out[0].type == qp::QpType::kDCT);
     CHECK(out[0].passed);

@@ -23,9 +23,9 @@ qp::MemoryInputs btl_inputs(uint32_t pool) {
     qp::DciCaps dci;
     qp::MemoryInputs in;
     in.ports = 1;
-    in.paths_per_peer = 2;                  // a two-member LAG: one path per member
+    in.paths_per_peer = 2; // a two-member LAG: one path per member
     in.rc_sq_depth = dev.sq_depth;
-    in.rc_max_sge = 2;                      // Device::create_rc_qp
+    in.rc_max_sge = 2; // Device::create_rc_qp
     in.rc_max_inline = dev.max_inline;
     in.rc_path_bytes = sizeof(btl::Path) + sizeof(qp::QueuePair);
     in.dci_pool = pool;
@@ -65,8 +65,8 @@ TEST_CASE("memory model: RC grows with the peers, DC's queues do not", "[memory]
         CHECK(rc.qps == 2 * n);
         CHECK(rc.send_wqes == 2 * n * 128);
         CHECK(rc.queue_bytes == 2 * n * 65536);
-        CHECK(rc.state_bytes == n * (sizeof(btl::Endpoint) +
-                                     2 * (sizeof(btl::Path) + sizeof(qp::QueuePair))));
+        CHECK(rc.state_bytes ==
+              n * (sizeof(btl::Endpoint) + 2 * (sizeof(btl::Path) + sizeof(qp::QueuePair))));
         CHECK(dc.qps == 1 + 8);
         CHECK(dc.send_wqes == 8 * 64);
         CHECK(dc.queue_bytes == 8 * 8192);
