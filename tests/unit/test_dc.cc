@@ -658,3 +658,48 @@ TEST_CASE("DC: roce-doctor --check's DC part: transitions on mlx5, SKIP with the
     }
     CHECK(rxe.live_objects() == 0);
 }
+
+TEST_CASE("DC: one DCI addresses two targets in one batch, each by its number and key",
+          "[dc][wire]") {
+    Pair p;
+    Proc c(p.fake, "mlx5_bond_0"); // a third process, target too
+    DcTarget tb = p.target();
+    auto made = DcTarget::create(p.fake.api(), c.ctx.get(), c.pd.get(), c.cq.get(), c.srq.get(),
+                                 kKey + 1, p.sel, live(p.fake, "mlx5_lag"), false, &p.log);
+    REQUIRE(made.is_ok());
+    DcTarget tc = std::move(made.value());
+    REQUIRE(tc.activate().is_ok());
+    DcInitiator i = p.initiator();
+    verbs::Ah ah = p.ah();
+    p.b.post_recv(0, 0xb0);
+    c.post_recv(0, 0xc0);
+    std::memcpy(p.a.mem.data() + 1024, "to B", 4);
+    std::memcpy(p.a.mem.data() + 1032, "to C", 4);
+    ibv_sge to_b = p.a.sge(1024, 4);
+    ibv_sge to_c = p.a.sge(1032, 4);
+    DcWork both[] = {work(DcWork::Op::kSend, 1, &to_b, ah.get(), tb),
+                     work(DcWork::Op::kSend, 2, &to_c, ah.get(), tc)};
+    REQUIRE(i.post(both, 2).is_ok());
+    CHECK(p.fake.run_dc() == 2);
+    std::vector<ibv_wc> done = p.a.poll();
+    REQUIRE(done.size() == 2);
+    CHECK(done[0].status == IBV_WC_SUCCESS);
+    CHECK(done[1].status == IBV_WC_SUCCESS);
+    std::vector<ibv_wc> at_b = p.b.poll(), at_c = c.poll();
+    REQUIRE(at_b.size() == 1);
+    REQUIRE(at_c.size() == 1);
+    CHECK(at_b[0].qp_num == tb.number());
+    CHECK(at_c[0].qp_num == tc.number());
+    CHECK(std::memcmp(p.b.mem.data(), "to B", 4) == 0);
+    CHECK(std::memcmp(c.mem.data(), "to C", 4) == 0);
+    // B's key does not open C.
+    DcWork crossed = work(DcWork::Op::kSend, 3, &to_c, ah.get(), tc);
+    crossed.dc_key = tb.access_key();
+    c.post_recv(256, 0xc1);
+    REQUIRE(i.post(&crossed, 1).is_ok());
+    p.fake.run_dc();
+    CHECK(p.a.poll().at(0).status == IBV_WC_RETRY_EXC_ERR);
+    CHECK(p.fake.dct_key_violations(tc.qp().get()) == 1);
+    CHECK(p.fake.dct_key_violations(tb.qp().get()) == 0);
+    CHECK(c.poll().empty());
+}
