@@ -86,8 +86,9 @@ struct VerbsApi {
     // A batch is wr_start; then per work request: set qp->wr_id and
     // qp->wr_flags (IBV_SEND_SIGNALED, IBV_SEND_INLINE, ...), one builder
     // (wr_send ... wr_atomic_fetch_add), then its setters (for a DCI:
-    // mlx5dv_wr_set_dc_addr and, except for atomics' implied 8 bytes,
-    // wr_set_sge / wr_set_sge_list / wr_set_inline_data); then wr_complete,
+    // mlx5dv_wr_set_dc_addr, then the local data with wr_set_sge /
+    // wr_set_sge_list / wr_set_inline_data - for an atomic, the 8-byte
+    // buffer the old value lands in); then wr_complete,
     // which posts the whole batch (0) or none of it (an errno, e.g. ENOMEM
     // when the send queue overflows), or wr_abort. The builders and setters
     // report nothing: errors surface at wr_complete. One thread per QP
