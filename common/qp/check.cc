@@ -198,30 +198,28 @@ std::vector<CheckOutcome> check_dc_transitions(const verbs::VerbsApi &api,
     SharedSnapshotSource snaps = shared_snapshot_source(fresh);
     // The probe's DCT is never addressed: a fixed key is enough ("chk").
     constexpr uint64_t kCheckKey = 0x63686bull;
+    // DCT then DCI: created, activated, reported the same way.
+    auto outcome = [](QpType type, auto &made, const char *steps, const char *what) {
+        CheckOutcome o{type, false, ""};
+        if (!made) {
+            o.detail = made.status().message();
+            return o;
+        }
+        if (util::Status st = made->activate(); !st) {
+            const std::string &diag = made->qp().last_diagnostic();
+            o.detail = diag.empty() ? st.message() : diag;
+            return o;
+        }
+        o.passed = true;
+        o.detail = transitions_ok(steps, what, made->number(), made->qp());
+        return o;
+    };
     auto t = DcTarget::create(api, ctx.get(), pd.get(), cq.get(), srq.get(), kCheckKey, sel,
                               snaps, privileged, log);
-    CheckOutcome dct{QpType::kDCT, false, ""};
-    if (!t) {
-        dct.detail = t.status().message();
-    } else if (util::Status st = t->activate(); !st) {
-        dct.detail = t->qp().last_diagnostic().empty() ? st.message() : t->qp().last_diagnostic();
-    } else {
-        dct.passed = true;
-        dct.detail = transitions_ok("RESET->INIT->RTR", "DCT", t->number(), t->qp());
-    }
-    out.push_back(dct);
+    out.push_back(outcome(QpType::kDCT, t, "RESET->INIT->RTR", "DCT"));
     auto i = DcInitiator::create(api, ctx.get(), pd.get(), cq.get(), DciCaps{}, sel, snaps,
                                  privileged, log);
-    CheckOutcome dci{QpType::kDCI, false, ""};
-    if (!i) {
-        dci.detail = i.status().message();
-    } else if (util::Status st = i->activate(); !st) {
-        dci.detail = i->qp().last_diagnostic().empty() ? st.message() : i->qp().last_diagnostic();
-    } else {
-        dci.passed = true;
-        dci.detail = transitions_ok("RESET->INIT->RTR->RTS", "DCI", i->number(), i->qp());
-    }
-    out.push_back(dci);
+    out.push_back(outcome(QpType::kDCI, i, "RESET->INIT->RTR->RTS", "DCI"));
     return out;
 }
 

@@ -458,7 +458,7 @@ TEST_CASE("DC: posting errors are all-or-nothing and say why", "[dc][post]") {
     CHECK(p.fake.api().wr_complete(ex) == EINVAL);
 }
 
-TEST_CASE("DC: preflight refuses a bad GID index, MTU or port before the call", "[dc][preflight]") {
+TEST_CASE("DC: preflight refuses a stale GID index before the call", "[dc][preflight]") {
     Pair p;
     auto make_dci = [&](const select::Selection &sel) {
         auto i = DcInitiator::create(p.fake.api(), p.a.ctx.get(), p.a.pd.get(), p.a.cq.get(), {},
