@@ -51,7 +51,8 @@ namespace {
     r->flags = flags;
 }
 
-[[gnu::always_inline]] inline int recv_post(RecvRequest *r) noexcept {
+// Makes the request active: status reset, not complete.
+[[gnu::always_inline]] inline void recv_arm(RecvRequest *r) noexcept {
     mca_pml_base_request_t *b = &r->base.req_base;
     ompi_request_t *o = &b->req_ompi;
     o->req_status.MPI_SOURCE = MPI_ANY_SOURCE;
@@ -66,6 +67,11 @@ namespace {
         size_t zero = 0;
         opal_convertor_set_position(&b->req_convertor, &zero);
     }
+}
+
+[[gnu::always_inline]] inline int recv_post(RecvRequest *r) noexcept {
+    mca_pml_base_request_t *b = &r->base.req_base;
+    recv_arm(r);
     PmlComm *pc = r->pcomm;
     match::Posting p;
     {
@@ -142,6 +148,21 @@ bool improbe_once(int src, int tag, ompi_communicator_t *comm, ompi_message_t **
     return true;
 }
 
+// Arms a fresh request `r` to receive from a message taken out of the
+// matcher (mprobe, or a blocking receive that found it) and delivers it.
+void recv_from_kept(RecvRequest *r, void *buf, size_t count, ompi_datatype_t *dt, int32_t src,
+                    ompi_communicator_t *comm, Kept *k, uint8_t flags) noexcept {
+    recv_request_init(r, buf, count, dt, src, k->hdr.match.tag, comm, flags);
+    r->refs = 2;
+    ompi_request_t *o = &r->base.req_base.req_ompi;
+    o->req_status.MPI_ERROR = MPI_SUCCESS;
+    o->req_status._cancelled = 0;
+    o->req_complete = REQUEST_PENDING;
+    o->req_state = OMPI_REQUEST_ACTIVE;
+    r->base.req_base.req_pml_complete = false;
+    deliver_kept(r, k);
+}
+
 // A receive for a message taken by mprobe: no posting, data from the copy.
 RecvRequest *mrecv_start(void *buf, size_t count, ompi_datatype_t *dt, ompi_message_t **message,
                          uint8_t flags) noexcept {
@@ -151,17 +172,11 @@ RecvRequest *mrecv_start(void *buf, size_t count, ompi_datatype_t *dt, ompi_mess
     if (r == nullptr) {
         return nullptr;
     }
-    recv_request_init(r, buf, count, dt, msg->peer, k->hdr.match.tag, msg->comm, flags);
-    r->refs = 2;
-    ompi_request_t *o = &r->base.req_base.req_ompi;
-    o->req_status.MPI_ERROR = MPI_SUCCESS;
-    o->req_status._cancelled = 0;
-    o->req_complete = REQUEST_PENDING;
-    o->req_state = OMPI_REQUEST_ACTIVE;
-    r->base.req_base.req_pml_complete = false;
+    ompi_communicator_t *comm = msg->comm;
+    int32_t src = msg->peer;
     *message = MPI_MESSAGE_NULL;
     ompi_message_return(msg);
-    deliver_kept(r, k);
+    recv_from_kept(r, buf, count, dt, src, comm, k, flags);
     return r;
 }
 
@@ -215,18 +230,76 @@ int mca_pml_roce_irecv(void *buf, size_t count, ompi_datatype_t *dt, int src, in
 
 int mca_pml_roce_recv(void *buf, size_t count, ompi_datatype_t *dt, int src, int tag,
                       ompi_communicator_t *comm, ompi_status_public_t *status) noexcept {
-    RecvRequest *r = recv_request_alloc();
-    if (OPAL_UNLIKELY(r == nullptr)) {
-        return OMPI_ERR_OUT_OF_RESOURCE;
+    const char *start;
+    uint64_t capacity;
+    if (OPAL_UNLIKELY(!layout_of(dt, count, buf, &start, &capacity))) {
+        // Non-contiguous: a request with a convertor, posted at once.
+        RecvRequest *r = recv_request_alloc();
+        if (OPAL_UNLIKELY(r == nullptr)) {
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        recv_request_init(r, buf, count, dt, src, tag, comm, kBlocking);
+        r->refs = 2;
+        int rc = recv_post(r);
+        if (OPAL_UNLIKELY(rc != OMPI_SUCCESS)) {
+            r->refs = 1;
+            recv_request_release(r);
+            return rc;
+        }
+        return wait_recv(r, status);
     }
-    recv_request_init(r, buf, count, dt, src, tag, comm, kBlocking);
-    r->refs = 2;
-    int rc = recv_post(r);
-    if (OPAL_UNLIKELY(rc != OMPI_SUCCESS)) {
-        r->refs = 1;
-        recv_request_release(r);
+    // Contiguous: the matcher makes the request only if the message is not
+    // here yet (it runs `make` under the communicator lock, before posting).
+    PmlComm *pc = pml_comm(comm);
+    RecvRequest *r = nullptr;
+    auto make = [&]() -> void * {
+        r = recv_request_alloc();
+        if (OPAL_LIKELY(r != nullptr)) {
+            recv_request_init(r, buf, count, dt, src, tag, comm, kBlocking);
+            r->refs = 2;
+            recv_arm(r);
+        }
+        return r;
+    };
+    match::Posting p;
+    {
+        Guard guard(&pc->lock);
+        p = pc->matcher->post(src, tag, make);
+        ++g.counters.match_attempts;
+        if (r != nullptr) {
+            r->handle = p.handle;
+        }
+    }
+    if (OPAL_UNLIKELY(p.verdict != match::Verdict::kOk)) {
+        return p.verdict == match::Verdict::kNoMemory ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_ERR_BAD_PARAM;
+    }
+    if (!p.matched) {
+        return wait_recv(r, status); // posted
+    }
+    auto *k = static_cast<Kept *>(p.message.payload);
+    if (OPAL_LIKELY(k->kind == static_cast<uint8_t>(wire::Kind::kMatch))) {
+        // An eager message that was waiting: copy it out, no request at all.
+        std::size_t n = k->len < capacity ? k->len : static_cast<std::size_t>(capacity);
+        std::memcpy(const_cast<char *>(start), k->data, n);
+        int rc = OPAL_UNLIKELY(k->len > capacity) ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+        if (status != MPI_STATUS_IGNORE) {
+            status->MPI_SOURCE = k->hdr.match.src;
+            status->MPI_TAG = k->hdr.match.tag;
+            status->MPI_ERROR = rc;
+            status->_cancelled = 0;
+            status->_ucount = n;
+        }
+        kept_free(k);
         return rc;
     }
+    // A rendezvous header that was waiting: the protocol needs a request.
+    r = recv_request_alloc();
+    if (OPAL_UNLIKELY(r == nullptr)) {
+        fatal("out of memory for the request of a receive that matched a rendezvous message "
+              "from rank %d (tag %d) on communicator %u", k->hdr.match.src, k->hdr.match.tag,
+              pc->ctx);
+    }
+    recv_from_kept(r, buf, count, dt, k->hdr.match.src, comm, k, kBlocking);
     return wait_recv(r, status);
 }
 

@@ -121,6 +121,15 @@ public:
     /// changed). O(1) expected.
     Posting post(int32_t source, int32_t tag, void *request) noexcept;
 
+    /// As post(), but the request is made only if it is needed: when an
+    /// unexpected message matches, it is taken and make_request is never
+    /// called (a blocking receive that finds its message needs no request);
+    /// otherwise make_request is called once, after everything else that can
+    /// fail, and the request it returns is posted (kNoMemory, nothing
+    /// changed, when it returns nullptr). It runs inside the call, under the
+    /// caller's lock, and must not call the matcher. O(1) expected.
+    Posting post(int32_t source, int32_t tag, MakeRequestFn make_request) noexcept;
+
     /// Removes a posted receive that has not matched. Returns true if it was
     /// removed; false if the handle is stale (the receive already matched or
     /// was cancelled). O(1).
@@ -181,7 +190,10 @@ private:
     UnexNode *enqueue_unexpected(PeerState *p, const Envelope &envelope, Bucket *key_bucket,
                                  void *payload, KeepFn *keep) noexcept;
     [[gnu::always_inline]] bool post_node(int32_t source, int32_t tag, Bucket *key_bucket,
-                                          void *request, PostedHandle *handle) noexcept;
+                                          void *request, MakeRequestFn *make,
+                                          PostedHandle *handle) noexcept;
+    [[gnu::always_inline]] Posting post_impl(int32_t source, int32_t tag, void *request,
+                                             MakeRequestFn *make) noexcept;
     void set_more_ready(const PeerState *p, Arrival &a) const noexcept;
     Arrival rejected(const Envelope &envelope, Verdict why) noexcept;
 

@@ -289,6 +289,81 @@ TEST_CASE("match: a failing keep callback refuses the message and changes nothin
     CHECK(CommMatcherTestPeer::index_size(m0) == 0);
 }
 
+TEST_CASE("match: post with a request made on demand (blocking receives)", "[match]") {
+    auto m = make(3);
+    int makes = 0;
+    auto make_request = [&makes](uintptr_t id) {
+        return [&makes, id]() -> void * {
+            ++makes;
+            return ptr(id);
+        };
+    };
+    // A message that is here already is taken: no request is made.
+    REQUIRE(deliver(*m, 1, 5, 0, 100).kind == ArrivalKind::kQueued);
+    REQUIRE(deliver(*m, 2, -3, 0, 101).kind == ArrivalKind::kQueued);
+    Posting p = m->post(1, 5, make_request(1));
+    CHECK(p.verdict == Verdict::kOk);
+    CHECK(p.matched);
+    CHECK(id_of(p.message.payload) == 100);
+    p = m->post(kAnySource, -3, make_request(2));
+    CHECK(p.matched);
+    CHECK(id_of(p.message.payload) == 101);
+    CHECK(makes == 0);
+    CHECK(m->unexpected_count() == 0);
+    // Nothing here: the request is made once and posted, for every kind of
+    // receive, and later messages match it in posting order.
+    const int32_t kinds[4][2] = {{1, 5}, {kAnySource, 5}, {1, kAnyTag}, {kAnySource, kAnyTag}};
+    uintptr_t id = 10;
+    for (const auto &k : kinds) {
+        p = m->post(k[0], k[1], make_request(id++));
+        CHECK(p.verdict == Verdict::kOk);
+        CHECK_FALSE(p.matched);
+        CHECK(p.handle.node != nullptr);
+    }
+    CHECK(makes == 4);
+    CHECK(m->posted_count() == 4);
+    for (uintptr_t want = 10; want < 14; ++want) {
+        Arrival a = deliver(*m, 1, 5, static_cast<Seq>(want - 9), 200 + want);
+        CHECK(a.kind == ArrivalKind::kMatched);
+        CHECK(id_of(a.request) == want);
+    }
+    // The handle of a request made on demand cancels it.
+    p = m->post(0, 7, make_request(20));
+    CHECK(m->cancel(p.handle));
+    CHECK(m->posted_count() == 0);
+    // When the request cannot be made, the post is refused and nothing
+    // changed: no receive posted, and (no idle buckets allowed) no bucket
+    // left in the index, for every kind of receive.
+    MatcherOptions o;
+    o.max_idle_buckets = 0;
+    CommMatcher m0(3, o);
+    int failed = 0;
+    auto fail = [&failed]() -> void * {
+        ++failed;
+        return nullptr;
+    };
+    for (const auto &k : kinds) {
+        p = m0.post(k[0], k[1], fail);
+        CHECK(p.verdict == Verdict::kNoMemory);
+        CHECK_FALSE(p.matched);
+        CHECK(m0.posted_count() == 0);
+        CHECK(CommMatcherTestPeer::index_size(m0) == 0);
+    }
+    CHECK(failed == 4);
+    // ... and the same receive can be posted again.
+    p = m0.post(1, 5, make_request(30));
+    CHECK(p.verdict == Verdict::kOk);
+    CHECK(id_of(deliver(m0, 1, 5, 0, 300).request) == 30);
+    // No node for the receive: the request is not even made.
+    CommMatcher m1(3, o);
+    CommMatcherTestPeer::limit_posted_nodes(m1, 0);
+    makes = 0;
+    p = m1.post(2, 5, make_request(31));
+    CHECK(p.verdict == Verdict::kNoMemory);
+    CHECK(makes == 0);
+    CHECK(CommMatcherTestPeer::index_size(m1) == 0);
+}
+
 TEST_CASE("match: cancel removes only a posted, unmatched receive", "[match]") {
     auto m = make(2);
     PostedHandle h1 = post_ok(*m, 0, 1, 1);
