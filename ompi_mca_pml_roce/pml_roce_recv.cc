@@ -104,11 +104,15 @@ void probe_status(const match::Message &m, ompi_status_public_t *status) noexcep
     status->_ucount = k->kind == static_cast<uint8_t>(wire::Kind::kMatch) ? k->len : k->hdr.rndv.msg_len;
 }
 
-bool iprobe_once(int src, int tag, ompi_communicator_t *comm, ompi_status_public_t *status) noexcept {
+bool iprobe_once(int src, int tag, ompi_communicator_t *comm, ompi_status_public_t *status,
+                 int *rc) noexcept {
     PmlComm *pc = pml_comm(comm);
     Guard guard(&pc->lock);
     match::Probe p = pc->matcher->iprobe(src, tag);
     ++g.counters.match_attempts;
+    if (OPAL_UNLIKELY(p.verdict == match::Verdict::kNoMemory)) {
+        *rc = OMPI_ERR_OUT_OF_RESOURCE; // the wildcard's index could not be built
+    }
     if (p.found) {
         probe_status(p.message, status);
     }
@@ -130,6 +134,9 @@ bool improbe_once(int src, int tag, ompi_communicator_t *comm, ompi_message_t **
         Guard guard(&pc->lock);
         p = pc->matcher->improbe(src, tag);
         ++g.counters.match_attempts;
+    }
+    if (OPAL_UNLIKELY(p.verdict == match::Verdict::kNoMemory)) {
+        *rc = OMPI_ERR_OUT_OF_RESOURCE; // the wildcard's index could not be built
     }
     if (!p.found) {
         ompi_message_return(msg);
@@ -305,18 +312,28 @@ int mca_pml_roce_recv(void *buf, size_t count, ompi_datatype_t *dt, int src, int
 
 int mca_pml_roce_iprobe(int src, int tag, ompi_communicator_t *comm, int *matched,
                         ompi_status_public_t *status) noexcept {
-    if (iprobe_once(src, tag, comm, status)) {
-        *matched = 1;
+    int rc = OMPI_SUCCESS;
+    *matched = 1;
+    if (iprobe_once(src, tag, comm, status, &rc)) {
         return OMPI_SUCCESS;
     }
-    opal_progress();
-    *matched = iprobe_once(src, tag, comm, status) ? 1 : 0;
-    return OMPI_SUCCESS;
+    if (rc == OMPI_SUCCESS) {
+        opal_progress();
+        if (iprobe_once(src, tag, comm, status, &rc)) {
+            return OMPI_SUCCESS;
+        }
+    }
+    *matched = 0;
+    return rc;
 }
 
 int mca_pml_roce_probe(int src, int tag, ompi_communicator_t *comm,
                        ompi_status_public_t *status) noexcept {
-    while (!iprobe_once(src, tag, comm, status)) {
+    int rc = OMPI_SUCCESS;
+    while (!iprobe_once(src, tag, comm, status, &rc)) {
+        if (rc != OMPI_SUCCESS) {
+            return rc;
+        }
         opal_progress();
     }
     return OMPI_SUCCESS;

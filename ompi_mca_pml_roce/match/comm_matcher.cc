@@ -202,8 +202,9 @@ CommMatcher::UnexNode *CommMatcher::enqueue_unexpected(PeerState *p, const Envel
         unex_pool_.free(u);
         return nullptr;
     }
-    Bucket *tb = bucket(kAnySource, envelope.tag);
-    if (tb == nullptr || (payload == nullptr && (payload = (*keep)()) == nullptr)) {
+    Bucket *tb = nullptr;
+    if ((tag_lists_ && (tb = bucket(kAnySource, envelope.tag)) == nullptr) ||
+        (payload == nullptr && (payload = (*keep)()) == nullptr)) {
         unex_pool_.free(u);
         settle(kb); // a fresh bucket must not stay empty off the FIFO
         if (tb != nullptr) {
@@ -213,7 +214,6 @@ CommMatcher::UnexNode *CommMatcher::enqueue_unexpected(PeerState *p, const Envel
         return nullptr;
     }
     unidle(kb);
-    unidle(tb);
     u->key_bucket = kb;
     u->tag_bucket = tb;
     u->peer = p;
@@ -222,13 +222,63 @@ CommMatcher::UnexNode *CommMatcher::enqueue_unexpected(PeerState *p, const Envel
     u->tag = envelope.tag;
     u->seq = envelope.seq;
     push_back<kByKey>(kb->unexpected, u);
-    push_back<kByTag>(tb->unexpected, u);
-    if (envelope.tag >= 0) {
+    if (tb != nullptr) {
+        unidle(tb);
+        push_back<kByTag>(tb->unexpected, u);
+    }
+    if (source_lists_ && envelope.tag >= 0) {
         push_back<kBySource>(p->unexpected, u);
         push_back<kByAll>(unexpected_all_, u);
     }
+    if (arrival_list_) {
+        push_back<kByArrival>(arrival_, u);
+    }
     stats_.peak_unexpected = std::max(stats_.peak_unexpected, unex_pool_.live());
     return u;
+}
+
+// The first (kAnySource, tag) or kAnyTag lookup on this communicator: the
+// lists it needs are built from kByArrival, which holds every unexpected
+// message in admission order, so each new list is in admission order too.
+// The buckets come first (the only step that can fail: then the ones made
+// are parked again and nothing else changed), the links after.
+bool CommMatcher::build_lists(int32_t source, int32_t tag) noexcept {
+    if (source == kAnySource && tag != kAnyTag && !tag_lists_) {
+        for (UnexNode *u = arrival_.head; u != nullptr; u = u->link[kByArrival].next) {
+            if ((u->tag_bucket = bucket(kAnySource, u->tag)) == nullptr) {
+                for (UnexNode *v = arrival_.head; v != u; v = v->link[kByArrival].next) {
+                    settle(v->tag_bucket);
+                    v->tag_bucket = nullptr;
+                }
+                trim_idle();
+                return false;
+            }
+        }
+        for (UnexNode *u = arrival_.head; u != nullptr; u = u->link[kByArrival].next) {
+            unidle(u->tag_bucket);
+            push_back<kByTag>(u->tag_bucket->unexpected, u);
+        }
+        tag_lists_ = true;
+    }
+    if (tag == kAnyTag && !source_lists_) {
+        for (UnexNode *u = arrival_.head; u != nullptr; u = u->link[kByArrival].next) {
+            if (u->tag >= 0) {
+                push_back<kBySource>(u->peer->unexpected, u);
+                push_back<kByAll>(unexpected_all_, u);
+            }
+        }
+        source_lists_ = true;
+    }
+    if (tag_lists_ && source_lists_) {
+        drop_arrival_list();
+    }
+    return true;
+}
+
+// Every wildcard list is kept now: nothing is built from kByArrival again.
+void CommMatcher::drop_arrival_list() noexcept {
+    arrival_ = UnexList();
+    arrival_list_ = false;
 }
 
 } // namespace roce::pml::match

@@ -137,9 +137,17 @@ public:
 
     /// MPI_Iprobe: the unexpected message a receive (source, tag) posted now
     /// would take, left in place (found = false when none). Messages held for
-    /// sequence order are not visible yet. kBadSource as for post(). O(1)
+    /// sequence order are not visible yet. kBadSource as for post();
+    /// kNoMemory when the wildcard's index cannot be built (below). O(1)
     /// expected.
-    Probe iprobe(int32_t source, int32_t tag) const noexcept;
+    ///
+    /// Wildcard indexes (post, iprobe, improbe): the lists that find the
+    /// earliest unexpected message for (kAnySource, tag) and for kAnyTag
+    /// receives are built the first time the communicator is asked for such
+    /// a receive or probe, from the messages then unexpected (O(their
+    /// number), once), and kept from then on; until then arrivals and
+    /// receives without wildcards do not pay for them.
+    Probe iprobe(int32_t source, int32_t tag) noexcept;
 
     /// MPI_Improbe: as iprobe(), but removes the message; the pml owns its
     /// payload again and receives from it later (MPI_Mrecv). O(1) expected.
@@ -185,6 +193,16 @@ private:
     PostedNode *first_posted_for(const PeerState *p, int32_t tag,
                                  const Bucket *key_bucket) const noexcept;
     UnexNode *first_unexpected_for(int32_t source, int32_t tag) const noexcept;
+    // Builds the wildcard lists a (source, tag) lookup needs if they are not
+    // kept yet; false (nothing changed) when out of memory.
+    bool wildcard_lists(int32_t source, int32_t tag) noexcept {
+        return (source != kAnySource || tag == kAnyTag || tag_lists_) &&
+                       (tag != kAnyTag || source_lists_)
+                   ? true
+                   : build_lists(source, tag);
+    }
+    bool build_lists(int32_t source, int32_t tag) noexcept;
+    void drop_arrival_list() noexcept;
     void remove_posted(PostedNode *n) noexcept;
     [[gnu::always_inline]] Message take_unexpected(UnexNode *u) noexcept;
     UnexNode *enqueue_unexpected(PeerState *p, const Envelope &envelope, Bucket *key_bucket,
@@ -204,6 +222,10 @@ private:
     std::size_t held_count_ = 0;
     detail::PostedList posted_any_any_; // posted (kAnySource, kAnyTag) receives
     detail::UnexList unexpected_all_;   // unexpected with tag >= 0 from anyone (kByAll)
+    detail::UnexList arrival_;          // every unexpected message (kByArrival)
+    bool tag_lists_ = false;    // kByTag lists kept (a (kAnySource, t) lookup happened)
+    bool source_lists_ = false; // kBySource and kByAll lists kept (a kAnyTag lookup happened)
+    bool arrival_list_ = true;  // kByArrival kept: until both of the above are
     detail::KeyIndex<Bucket> index_;
     Bucket *idle_head_ = nullptr; // FIFO of empty buckets, oldest first
     Bucket *idle_tail_ = nullptr;

@@ -120,13 +120,18 @@ inline void CommMatcher::remove_posted(PostedNode *n) noexcept {
 inline Message CommMatcher::take_unexpected(UnexNode *u) noexcept {
     using detail::unlink;
     unlink<detail::kByKey>(u->key_bucket->unexpected, u);
-    unlink<detail::kByTag>(u->tag_bucket->unexpected, u);
-    if (u->tag >= 0) {
+    if (tag_lists_) {
+        unlink<detail::kByTag>(u->tag_bucket->unexpected, u);
+        settle(u->tag_bucket);
+    }
+    if (source_lists_ && u->tag >= 0) {
         unlink<detail::kBySource>(u->peer->unexpected, u);
         unlink<detail::kByAll>(unexpected_all_, u);
     }
+    if (arrival_list_) {
+        unlink<detail::kByArrival>(arrival_, u);
+    }
     settle(u->key_bucket);
-    settle(u->tag_bucket);
     trim_idle();
     Message m{u->source, u->tag, u->seq, u->payload};
     unex_pool_.free(u);

@@ -83,6 +83,10 @@ inline Posting CommMatcher::post_impl(int32_t source, int32_t tag, void *request
         }
         u = kb->unexpected.head;
     } else {
+        if (!wildcard_lists(source, tag)) {
+            r.verdict = Verdict::kNoMemory;
+            return r;
+        }
         u = first_unexpected_for(source, tag);
     }
     if (u != nullptr) {
@@ -114,10 +118,14 @@ bool CommMatcher::cancel(PostedHandle handle) noexcept {
     return true;
 }
 
-Probe CommMatcher::iprobe(int32_t source, int32_t tag) const noexcept {
+Probe CommMatcher::iprobe(int32_t source, int32_t tag) noexcept {
     Probe r;
     if (source < kAnySource || source >= size_) {
         r.verdict = Verdict::kBadSource;
+        return r;
+    }
+    if (!wildcard_lists(source, tag)) {
+        r.verdict = Verdict::kNoMemory;
         return r;
     }
     if (const UnexNode *u = first_unexpected_for(source, tag)) {
@@ -131,6 +139,10 @@ Probe CommMatcher::improbe(int32_t source, int32_t tag) noexcept {
     Probe r;
     if (source < kAnySource || source >= size_) {
         r.verdict = Verdict::kBadSource;
+        return r;
+    }
+    if (!wildcard_lists(source, tag)) {
+        r.verdict = Verdict::kNoMemory;
         return r;
     }
     if (UnexNode *u = first_unexpected_for(source, tag)) {
@@ -174,6 +186,9 @@ std::size_t CommMatcher::drain(FnRef<void(void *request)> on_request,
     idle_count_ = 0;
     release_posted(posted_any_any_);
     unexpected_all_ = UnexList();
+    if (arrival_list_) {
+        arrival_ = UnexList();
+    }
     for (std::size_t source = 0; source < peers_.size(); ++source) {
         PeerState *p = peers_[source];
         if (p == nullptr) {

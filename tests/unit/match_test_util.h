@@ -36,6 +36,8 @@ public:
     /// posted-receive) nodes beyond `n`.
     static void limit_unexpected_nodes(CommMatcher &m, std::size_t n) { m.unex_pool_.set_limit(n); }
     static void limit_posted_nodes(CommMatcher &m, std::size_t n) { m.posted_pool_.set_limit(n); }
+    /// ... or of buckets beyond `n` (checked when the pool grows: chunks of 64 first).
+    static void limit_buckets(CommMatcher &m, std::size_t n) { m.bucket_pool_.set_limit(n); }
     static std::size_t index_size(const CommMatcher &m) { return m.index_.size(); }
     static std::size_t index_capacity(const CommMatcher &m) { return m.index_.capacity(); }
     /// Buckets holding a posted receive or an unexpected message.
