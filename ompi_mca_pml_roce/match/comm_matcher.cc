@@ -94,6 +94,55 @@ Arrival CommMatcher::rejected(const Envelope &envelope, Verdict why) noexcept {
     return a;
 }
 
+// Everything that can fail (node, buckets, the pml's keep) comes before the
+// first list is touched, so a failure leaves the matcher as it was.
+inline CommMatcher::UnexNode *CommMatcher::enqueue_unexpected(PeerState *p, const Envelope &envelope,
+                                                       Bucket *kb, void *payload,
+                                                       KeepFn *keep) noexcept {
+    UnexNode *u = unex_pool_.alloc();
+    if (u == nullptr) {
+        return nullptr;
+    }
+    // Making buckets never erases one (only settle() does), so kb stays valid.
+    if (kb == nullptr && (kb = bucket(envelope.source, envelope.tag)) == nullptr) {
+        unex_pool_.free(u);
+        return nullptr;
+    }
+    Bucket *tb = nullptr;
+    if ((tag_lists_ && (tb = bucket(kAnySource, envelope.tag)) == nullptr) ||
+        (payload == nullptr && (payload = (*keep)()) == nullptr)) {
+        unex_pool_.free(u);
+        settle(kb); // a fresh bucket must not stay empty off the FIFO
+        if (tb != nullptr) {
+            settle(tb);
+        }
+        trim_idle();
+        return nullptr;
+    }
+    unidle(kb);
+    u->key_bucket = kb;
+    u->tag_bucket = tb;
+    u->peer = p;
+    u->payload = payload;
+    u->source = envelope.source;
+    u->tag = envelope.tag;
+    u->seq = envelope.seq;
+    push_back<kByKey>(kb->unexpected, u);
+    if (tb != nullptr) {
+        unidle(tb);
+        push_back<kByTag>(tb->unexpected, u);
+    }
+    if (source_lists_ && envelope.tag >= 0) {
+        push_back<kBySource>(p->unexpected, u);
+        push_back<kByAll>(unexpected_all_, u);
+    }
+    if (arrival_list_) {
+        push_back<kByArrival>(arrival_, u);
+    }
+    stats_.peak_unexpected = std::max(stats_.peak_unexpected, unex_pool_.live());
+    return u;
+}
+
 // Matches an admitted (in-sequence) message, or queues it as unexpected.
 // Inline: it is the body of both arrive() and next_ready().
 inline void CommMatcher::admit(PeerState *p, const Envelope &envelope, void *payload, KeepFn *keep,
@@ -186,55 +235,6 @@ Arrival CommMatcher::next_ready(int32_t source) noexcept {
     ++p->expected;
     set_more_ready(p, a);
     return a;
-}
-
-// Everything that can fail (node, buckets, the pml's keep) comes before the
-// first list is touched, so a failure leaves the matcher as it was.
-CommMatcher::UnexNode *CommMatcher::enqueue_unexpected(PeerState *p, const Envelope &envelope,
-                                                       Bucket *kb, void *payload,
-                                                       KeepFn *keep) noexcept {
-    UnexNode *u = unex_pool_.alloc();
-    if (u == nullptr) {
-        return nullptr;
-    }
-    // Making buckets never erases one (only settle() does), so kb stays valid.
-    if (kb == nullptr && (kb = bucket(envelope.source, envelope.tag)) == nullptr) {
-        unex_pool_.free(u);
-        return nullptr;
-    }
-    Bucket *tb = nullptr;
-    if ((tag_lists_ && (tb = bucket(kAnySource, envelope.tag)) == nullptr) ||
-        (payload == nullptr && (payload = (*keep)()) == nullptr)) {
-        unex_pool_.free(u);
-        settle(kb); // a fresh bucket must not stay empty off the FIFO
-        if (tb != nullptr) {
-            settle(tb);
-        }
-        trim_idle();
-        return nullptr;
-    }
-    unidle(kb);
-    u->key_bucket = kb;
-    u->tag_bucket = tb;
-    u->peer = p;
-    u->payload = payload;
-    u->source = envelope.source;
-    u->tag = envelope.tag;
-    u->seq = envelope.seq;
-    push_back<kByKey>(kb->unexpected, u);
-    if (tb != nullptr) {
-        unidle(tb);
-        push_back<kByTag>(tb->unexpected, u);
-    }
-    if (source_lists_ && envelope.tag >= 0) {
-        push_back<kBySource>(p->unexpected, u);
-        push_back<kByAll>(unexpected_all_, u);
-    }
-    if (arrival_list_) {
-        push_back<kByArrival>(arrival_, u);
-    }
-    stats_.peak_unexpected = std::max(stats_.peak_unexpected, unex_pool_.live());
-    return u;
 }
 
 // The first (kAnySource, tag) or kAnyTag lookup on this communicator: the

@@ -205,8 +205,9 @@ private:
     void drop_arrival_list() noexcept;
     void remove_posted(PostedNode *n) noexcept;
     [[gnu::always_inline]] Message take_unexpected(UnexNode *u) noexcept;
-    UnexNode *enqueue_unexpected(PeerState *p, const Envelope &envelope, Bucket *key_bucket,
-                                 void *payload, KeepFn *keep) noexcept;
+    [[gnu::always_inline]] UnexNode *enqueue_unexpected(PeerState *p, const Envelope &envelope,
+                                                        Bucket *key_bucket, void *payload,
+                                                        KeepFn *keep) noexcept;
     [[gnu::always_inline]] bool post_node(int32_t source, int32_t tag, Bucket *key_bucket,
                                           void *request, MakeRequestFn *make,
                                           PostedHandle *handle) noexcept;
