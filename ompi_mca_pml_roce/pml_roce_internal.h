@@ -560,8 +560,27 @@ void deliver(RecvRequest *r, uint8_t kind, const void *hdr, const Pieces &data,
              mca_btl_base_module_t *btl) noexcept;
 /// Delivers a kept fragment into a receive and frees the copy.
 void deliver_kept(RecvRequest *r, Kept *k) noexcept;
-Kept *kept_alloc(std::size_t bytes) noexcept;
-void kept_free(Kept *k) noexcept;
+/// A Kept item for `bytes` data bytes (k->data), or nullptr when out of
+/// memory; small ones (every eager message of btl self and vader) inline.
+Kept *kept_alloc_large(std::size_t bytes) noexcept;
+inline Kept *kept_alloc(std::size_t bytes) noexcept {
+    if (OPAL_LIKELY(bytes <= kKeptSmall)) {
+        auto *k = reinterpret_cast<Kept *>(opal_free_list_get(&g.kept_small));
+        if (OPAL_LIKELY(k != nullptr)) {
+            k->home = &g.kept_small;
+        }
+        return k;
+    }
+    return kept_alloc_large(bytes);
+}
+/// Returns a Kept item to where it came from.
+inline void kept_free(Kept *k) noexcept {
+    if (OPAL_LIKELY(k->home != nullptr)) {
+        opal_free_list_return(k->home, &k->super);
+    } else {
+        free(k);
+    }
+}
 void unpack(RecvRequest *r, uint64_t offset, const Pieces &data, std::size_t n) noexcept;
 void rget_start(RecvRequest *r, const wire::RgetHdr &h, const uint8_t *handle,
                 mca_btl_base_module_t *btl) noexcept;

@@ -282,14 +282,16 @@ inline bool fast_match(mca_btl_base_module_t *btl, const roce::compat::RecvDesc 
     }
     const auto *data = static_cast<const uint8_t *>(s.seg_addr.pval) + sizeof h;
     const std::size_t len = s.seg_len - sizeof h;
-    auto keep = [&]() -> void * {
-        Pieces pcs;
-        if (len > 0) {
-            pcs.piece[0] = {data, len};
-            pcs.count = 1;
+    auto keep = [&]() -> void * { // keep_copy for one segment
+        Kept *k = kept_alloc(len);
+        if (OPAL_LIKELY(k != nullptr)) {
+            k->btl = btl;
+            k->kind = static_cast<uint8_t>(wire::Kind::kMatch);
+            k->hdr.match = h;
+            k->len = len;
+            std::memcpy(k->data, data, len);
         }
-        pcs.total = len;
-        return keep_copy(btl, static_cast<uint8_t>(wire::Kind::kMatch), &h, pcs);
+        return k;
     };
     match::Arrival a;
     {
