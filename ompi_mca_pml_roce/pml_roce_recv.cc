@@ -258,25 +258,34 @@ int mca_pml_roce_recv(void *buf, size_t count, ompi_datatype_t *dt, int src, int
     // Contiguous: the matcher makes the request only if the message is not
     // here yet (it runs `make` under the communicator lock, before posting).
     PmlComm *pc = pml_comm(comm);
-    RecvRequest *r = nullptr;
-    auto make = [&]() -> void * {
-        r = recv_request_alloc();
+    // One capture (the arguments live in `a`): cheaper to set up than eight.
+    struct Args {
+        void *buf;
+        size_t count;
+        ompi_datatype_t *dt;
+        ompi_communicator_t *comm;
+        int src, tag;
+        RecvRequest *r;
+    } a{buf, count, dt, comm, src, tag, nullptr};
+    auto make = [pa = &a]() -> void * {
+        RecvRequest *r = recv_request_alloc();
         if (OPAL_LIKELY(r != nullptr)) {
-            recv_request_init(r, buf, count, dt, src, tag, comm, kBlocking);
+            recv_request_init(r, pa->buf, pa->count, pa->dt, pa->src, pa->tag, pa->comm, kBlocking);
             r->refs = 2;
             recv_arm(r);
         }
-        return r;
+        return pa->r = r;
     };
     match::Posting p;
     {
         Guard guard(&pc->lock);
         p = pc->matcher->post(src, tag, make);
         ++g.counters.match_attempts;
-        if (r != nullptr) {
-            r->handle = p.handle;
+        if (a.r != nullptr) {
+            a.r->handle = p.handle;
         }
     }
+    RecvRequest *r = a.r;
     if (OPAL_UNLIKELY(p.verdict != match::Verdict::kOk)) {
         return p.verdict == match::Verdict::kNoMemory ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_ERR_BAD_PARAM;
     }
@@ -287,7 +296,7 @@ int mca_pml_roce_recv(void *buf, size_t count, ompi_datatype_t *dt, int src, int
     if (OPAL_LIKELY(k->kind == static_cast<uint8_t>(wire::Kind::kMatch))) {
         // An eager message that was waiting: copy it out, no request at all.
         std::size_t n = k->len < capacity ? k->len : static_cast<std::size_t>(capacity);
-        std::memcpy(const_cast<char *>(start), k->data, n);
+        copy_bytes(const_cast<char *>(start), k->data, n);
         int rc = OPAL_UNLIKELY(k->len > capacity) ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
         if (status != MPI_STATUS_IGNORE) {
             status->MPI_SOURCE = k->hdr.match.src;

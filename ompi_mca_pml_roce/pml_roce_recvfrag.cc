@@ -289,7 +289,7 @@ inline bool fast_match(mca_btl_base_module_t *btl, const roce::compat::RecvDesc 
             k->kind = static_cast<uint8_t>(wire::Kind::kMatch);
             k->hdr.match = h;
             k->len = len;
-            std::memcpy(k->data, data, len);
+            copy_bytes(k->data, data, len);
         }
         return k;
     };
@@ -303,7 +303,7 @@ inline bool fast_match(mca_btl_base_module_t *btl, const roce::compat::RecvDesc 
         auto *r = static_cast<RecvRequest *>(a.request);
         if (OPAL_LIKELY(r->flags & kContig)) {
             std::size_t n = len < r->capacity ? len : static_cast<std::size_t>(r->capacity);
-            std::memcpy(r->contig, data, n);
+            copy_bytes(r->contig, data, n);
             recv_finish(r, h.src, h.tag, len, n);
         } else {
             Pieces pcs;

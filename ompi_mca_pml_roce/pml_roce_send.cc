@@ -48,7 +48,7 @@ inline Eager eager_contig(PmlComm *pc, mca_bml_base_endpoint_t *ep, const char *
     if (bytes <= kInlineMax && btl->btl_sendi != nullptr) {
         alignas(8) uint8_t buf[sizeof(wire::MatchHdr) + kInlineMax];
         std::memcpy(buf, &h, sizeof h);
-        std::memcpy(buf + sizeof h, data, bytes);
+        copy_bytes(buf + sizeof h, data, bytes);
         int rc = btl->btl_sendi(btl, bml->btl_endpoint, &g.empty_convertor, buf, len, 0,
                                 MCA_BTL_NO_ORDER,
                                 MCA_BTL_DES_FLAGS_PRIORITY | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP,
@@ -66,7 +66,7 @@ inline Eager eager_contig(PmlComm *pc, mca_bml_base_endpoint_t *ep, const char *
     }
     auto *p = static_cast<uint8_t *>(des->des_segments[0].seg_addr.pval);
     std::memcpy(p, &h, sizeof h);
-    std::memcpy(p + sizeof h, data, bytes);
+    copy_bytes(p + sizeof h, data, bytes);
     des->des_cbfunc = noop_completion;
     if (OPAL_LIKELY(mca_bml_base_send(bml, des, wire::tag_of(wire::Kind::kMatch)) >= 0)) {
         ++g.counters.eager_copy;
