@@ -136,9 +136,7 @@ inline CommMatcher::UnexNode *CommMatcher::enqueue_unexpected(PeerState *p, cons
         push_back<kBySource>(p->unexpected, u);
         push_back<kByAll>(unexpected_all_, u);
     }
-    if (arrival_list_) {
-        push_back<kByArrival>(arrival_, u);
-    }
+    u->admitted = next_admitted_++;
     stats_.peak_unexpected = std::max(stats_.peak_unexpected, unex_pool_.live());
     return u;
 }
@@ -238,30 +236,49 @@ Arrival CommMatcher::next_ready(int32_t source) noexcept {
 }
 
 // The first (kAnySource, tag) or kAnyTag lookup on this communicator: the
-// lists it needs are built from kByArrival, which holds every unexpected
-// message in admission order, so each new list is in admission order too.
-// The buckets come first (the only step that can fail: then the ones made
-// are parked again and nothing else changed), the links after.
+// lists it needs are built from every unexpected message (each is on its
+// (source, tag) bucket) sorted by admission stamp, so each new list is in
+// admission order as if it had been kept all along. O(u log u + index
+// capacity), once per communicator. What can fail (the sort's array, the
+// buckets) comes first: then the buckets made are parked again and nothing
+// else changed.
 bool CommMatcher::build_lists(int32_t source, int32_t tag) noexcept {
-    if (source == kAnySource && tag != kAnyTag && !tag_lists_) {
-        for (UnexNode *u = arrival_.head; u != nullptr; u = u->link[kByArrival].next) {
-            if ((u->tag_bucket = bucket(kAnySource, u->tag)) == nullptr) {
-                for (UnexNode *v = arrival_.head; v != u; v = v->link[kByArrival].next) {
-                    settle(v->tag_bucket);
-                    v->tag_bucket = nullptr;
+    const bool tags = source == kAnySource && tag != kAnyTag && !tag_lists_;
+    const bool sources = tag == kAnyTag && !source_lists_;
+    std::vector<UnexNode *> all;
+    try {
+        all.reserve(unex_pool_.live());
+    } catch (...) {
+        return false;
+    }
+    index_.for_each([&all](uint64_t key, Bucket *b) {
+        if (static_cast<int32_t>(key >> 32) != kAnySource) {
+            for (UnexNode *u = b->unexpected.head; u != nullptr; u = u->link[kByKey].next) {
+                all.push_back(u); // within the reserved size
+            }
+        }
+    });
+    std::sort(all.begin(), all.end(),
+              [](const UnexNode *a, const UnexNode *b) { return a->admitted < b->admitted; });
+    if (tags) {
+        for (std::size_t i = 0; i < all.size(); ++i) {
+            if ((all[i]->tag_bucket = bucket(kAnySource, all[i]->tag)) == nullptr) {
+                for (std::size_t k = 0; k < i; ++k) {
+                    settle(all[k]->tag_bucket);
+                    all[k]->tag_bucket = nullptr;
                 }
                 trim_idle();
                 return false;
             }
         }
-        for (UnexNode *u = arrival_.head; u != nullptr; u = u->link[kByArrival].next) {
+        for (UnexNode *u : all) {
             unidle(u->tag_bucket);
             push_back<kByTag>(u->tag_bucket->unexpected, u);
         }
         tag_lists_ = true;
     }
-    if (tag == kAnyTag && !source_lists_) {
-        for (UnexNode *u = arrival_.head; u != nullptr; u = u->link[kByArrival].next) {
+    if (sources) {
+        for (UnexNode *u : all) {
             if (u->tag >= 0) {
                 push_back<kBySource>(u->peer->unexpected, u);
                 push_back<kByAll>(unexpected_all_, u);
@@ -269,16 +286,7 @@ bool CommMatcher::build_lists(int32_t source, int32_t tag) noexcept {
         }
         source_lists_ = true;
     }
-    if (tag_lists_ && source_lists_) {
-        drop_arrival_list();
-    }
     return true;
-}
-
-// Every wildcard list is kept now: nothing is built from kByArrival again.
-void CommMatcher::drop_arrival_list() noexcept {
-    arrival_ = UnexList();
-    arrival_list_ = false;
 }
 
 } // namespace roce::pml::match

@@ -202,7 +202,6 @@ private:
                    : build_lists(source, tag);
     }
     bool build_lists(int32_t source, int32_t tag) noexcept;
-    void drop_arrival_list() noexcept;
     void remove_posted(PostedNode *n) noexcept;
     [[gnu::always_inline]] Message take_unexpected(UnexNode *u) noexcept;
     [[gnu::always_inline]] UnexNode *enqueue_unexpected(PeerState *p, const Envelope &envelope,
@@ -223,10 +222,9 @@ private:
     std::size_t held_count_ = 0;
     detail::PostedList posted_any_any_; // posted (kAnySource, kAnyTag) receives
     detail::UnexList unexpected_all_;   // unexpected with tag >= 0 from anyone (kByAll)
-    detail::UnexList arrival_;          // every unexpected message (kByArrival)
+    uint64_t next_admitted_ = 0;        // admission stamp of the next unexpected message
     bool tag_lists_ = false;    // kByTag lists kept (a (kAnySource, t) lookup happened)
     bool source_lists_ = false; // kBySource and kByAll lists kept (a kAnyTag lookup happened)
-    bool arrival_list_ = true;  // kByArrival kept: until both of the above are
     detail::KeyIndex<Bucket> index_;
     Bucket *idle_head_ = nullptr; // FIFO of empty buckets, oldest first
     Bucket *idle_tail_ = nullptr;

@@ -128,9 +128,6 @@ inline Message CommMatcher::take_unexpected(UnexNode *u) noexcept {
         unlink<detail::kBySource>(u->peer->unexpected, u);
         unlink<detail::kByAll>(unexpected_all_, u);
     }
-    if (arrival_list_) {
-        unlink<detail::kByArrival>(arrival_, u);
-    }
     settle(u->key_bucket);
     trim_idle();
     Message m{u->source, u->tag, u->seq, u->payload};

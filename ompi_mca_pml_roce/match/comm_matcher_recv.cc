@@ -186,9 +186,6 @@ std::size_t CommMatcher::drain(FnRef<void(void *request)> on_request,
     idle_count_ = 0;
     release_posted(posted_any_any_);
     unexpected_all_ = UnexList();
-    if (arrival_list_) {
-        arrival_ = UnexList();
-    }
     for (std::size_t source = 0; source < peers_.size(); ++source) {
         PeerState *p = peers_[source];
         if (p == nullptr) {

@@ -56,14 +56,13 @@ struct PeerState;
 /// The arrival-ordered lists an unexpected message can be on. kByKey is
 /// always kept; kByTag is kept once a (kAnySource, tag) receive or probe was
 /// asked for on the communicator, kBySource and kByAll once a kAnyTag one
-/// was; kByArrival only until both are kept (it is what they are built from).
+/// was (built then from the messages' admission stamps).
 enum UnexLink : unsigned {
-    kByKey = 0,     ///< messages with this (source, tag): Bucket(source, tag)
-    kByTag = 1,     ///< messages with this tag from any source: Bucket(kAnySource, tag)
-    kBySource = 2,  ///< messages with tag >= 0 from this source: PeerState
-    kByAll = 3,     ///< messages with tag >= 0 from any source: the CommMatcher
-    kByArrival = 4, ///< every message, any tag: the CommMatcher
-    kLinkCount = 5,
+    kByKey = 0,    ///< messages with this (source, tag): Bucket(source, tag)
+    kByTag = 1,    ///< messages with this tag from any source: Bucket(kAnySource, tag)
+    kBySource = 2, ///< messages with tag >= 0 from this source: PeerState
+    kByAll = 3,    ///< messages with tag >= 0 from any source: the CommMatcher
+    kLinkCount = 4,
 };
 
 /// One unexpected message (admitted in sequence, matched no posted receive).
@@ -73,6 +72,7 @@ struct UnexNode {
         UnexNode *next;
     };
     Link link[kLinkCount]; // by-source and by-all unused when tag < 0
+    uint64_t admitted;     // admission stamp: orders the lists built on demand
     Bucket *key_bucket;
     Bucket *tag_bucket; // nullptr while the communicator keeps no kByTag lists
     PeerState *peer;
