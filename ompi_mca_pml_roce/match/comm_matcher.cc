@@ -78,7 +78,7 @@ CommMatcher::Bucket *CommMatcher::make_bucket(uint64_t key) noexcept {
 
 void CommMatcher::evict_idle() noexcept {
     while (idle_count_ > options_.max_idle_buckets) {
-        Bucket *old = idle_head_;
+        Bucket *old = idle_head_ != nullptr ? idle_head_ : newest_idle_;
         unidle(old);
         index_.erase(old->key);
         bucket_pool_.free(old);

@@ -228,7 +228,8 @@ private:
     detail::KeyIndex<Bucket> index_;
     Bucket *idle_head_ = nullptr; // FIFO of empty buckets, oldest first
     Bucket *idle_tail_ = nullptr;
-    std::size_t idle_count_ = 0;
+    Bucket *newest_idle_ = nullptr; // the newest empty bucket, after the FIFO's tail
+    std::size_t idle_count_ = 0;    // FIFO + newest_idle_
     std::vector<PeerState *> peers_; // by source rank; nullptr until first use
     detail::NodePool<PostedNode, &PostedNode::next> posted_pool_;
     detail::NodePool<UnexNode, &UnexNode::pool_next> unex_pool_;

@@ -182,7 +182,7 @@ std::size_t CommMatcher::drain(FnRef<void(void *request)> on_request,
     });
     index_.for_each([&](uint64_t, Bucket *b) { bucket_pool_.free(b); });
     index_.clear();
-    idle_head_ = idle_tail_ = nullptr;
+    idle_head_ = idle_tail_ = newest_idle_ = nullptr;
     idle_count_ = 0;
     release_posted(posted_any_any_);
     unexpected_all_ = UnexList();

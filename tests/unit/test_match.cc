@@ -417,6 +417,35 @@ TEST_CASE("match: wildcard lists are built on first use, in admission order", "[
     CHECK(id_of(m2.post(kAnySource, kAnyTag, ptr(62)).message.payload) == 100);
 }
 
+TEST_CASE("match: the oldest empty bucket is erased first", "[match]") {
+    MatcherOptions o;
+    o.max_idle_buckets = 2;
+    CommMatcher m(1, o);
+    Seq seq = 0;
+    auto use = [&](int32_t tag) {
+        post_ok(m, 0, tag, static_cast<uintptr_t>(tag));
+        REQUIRE(deliver(m, 0, tag, seq++, 100).kind == ArrivalKind::kMatched);
+    };
+    use(1);
+    use(2);
+    use(3); // emptied in the order 1, 2, 3: the oldest, 1, goes
+    CHECK(CommMatcherTestPeer::index_size(m) == 2);
+    CHECK_FALSE(CommMatcherTestPeer::has_bucket(m, 0, 1));
+    CHECK(CommMatcherTestPeer::has_bucket(m, 0, 2));
+    CHECK(CommMatcherTestPeer::has_bucket(m, 0, 3));
+    use(2); // used again: now the newest empty one
+    use(4); // empty now: 3, 2, 4: 3 goes
+    CHECK(CommMatcherTestPeer::index_size(m) == 2);
+    CHECK_FALSE(CommMatcherTestPeer::has_bucket(m, 0, 3));
+    CHECK(CommMatcherTestPeer::has_bucket(m, 0, 2));
+    CHECK(CommMatcherTestPeer::has_bucket(m, 0, 4));
+    use(4); // the newest, used again at once
+    use(5); // 2, 4, 5: 2 goes
+    CHECK_FALSE(CommMatcherTestPeer::has_bucket(m, 0, 2));
+    CHECK(CommMatcherTestPeer::has_bucket(m, 0, 4));
+    CHECK(CommMatcherTestPeer::has_bucket(m, 0, 5));
+}
+
 TEST_CASE("match: cancel removes only a posted, unmatched receive", "[match]") {
     auto m = make(2);
     PostedHandle h1 = post_ok(*m, 0, 1, 1);
