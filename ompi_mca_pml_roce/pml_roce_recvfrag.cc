@@ -282,14 +282,21 @@ inline bool fast_match(mca_btl_base_module_t *btl, const roce::compat::RecvDesc 
     }
     const auto *data = static_cast<const uint8_t *>(s.seg_addr.pval) + sizeof h;
     const std::size_t len = s.seg_len - sizeof h;
-    auto keep = [&]() -> void * { // keep_copy for one segment
-        Kept *k = kept_alloc(len);
+    // keep_copy for one segment; one capture (cheaper to set up than four)
+    struct KeepArgs {
+        mca_btl_base_module_t *btl;
+        const wire::MatchHdr *h;
+        const uint8_t *data;
+        std::size_t len;
+    } ka{btl, &h, data, len};
+    auto keep = [pk = &ka]() -> void * {
+        Kept *k = kept_alloc(pk->len);
         if (OPAL_LIKELY(k != nullptr)) {
-            k->btl = btl;
+            k->btl = pk->btl;
             k->kind = static_cast<uint8_t>(wire::Kind::kMatch);
-            k->hdr.match = h;
-            k->len = len;
-            copy_bytes(k->data, data, len);
+            k->hdr.match = *pk->h;
+            k->len = pk->len;
+            copy_bytes(k->data, pk->data, pk->len);
         }
         return k;
     };

@@ -146,7 +146,9 @@ inline CommMatcher::UnexNode *CommMatcher::enqueue_unexpected(PeerState *p, cons
 inline void CommMatcher::admit(PeerState *p, const Envelope &envelope, void *payload, KeepFn *keep,
                                Arrival &a) noexcept {
     Bucket *kb = index_.find(pack_key(envelope.source, envelope.tag));
-    if (PostedNode *n = first_posted_for(p, envelope.tag, kb)) {
+    // Nothing posted at all (the common case for a message that waits): no
+    // receive list to look at.
+    if (PostedNode *n = posted_pool_.live() == 0 ? nullptr : first_posted_for(p, envelope.tag, kb)) {
         a.kind = ArrivalKind::kMatched;
         a.request = n->request;
         a.message = Message{envelope.source, envelope.tag, envelope.seq, payload};
