@@ -89,6 +89,27 @@ namespace {
     return OMPI_SUCCESS;
 }
 
+// A request made and posted at once (irecv; recv into a non-contiguous
+// buffer); nullptr with *rc set when that fails.
+[[gnu::always_inline]] inline RecvRequest *recv_start_posted(void *buf, size_t count,
+                                                             ompi_datatype_t *dt, int src, int tag,
+                                                             ompi_communicator_t *comm,
+                                                             uint8_t flags, int *rc) noexcept {
+    RecvRequest *r = recv_request_alloc();
+    if (OPAL_UNLIKELY(r == nullptr)) {
+        *rc = OMPI_ERR_OUT_OF_RESOURCE;
+        return nullptr;
+    }
+    recv_request_init(r, buf, count, dt, src, tag, comm, flags);
+    r->refs = 2;
+    *rc = recv_post(r);
+    if (OPAL_UNLIKELY(*rc != OMPI_SUCCESS)) {
+        r->refs = 1;
+        recv_request_release(r);
+        return nullptr;
+    }
+    return r;
+}
 
 // Status of a message found by a probe (under the communicator lock: the
 // Kept item may be taken by another thread once the lock is released).
@@ -219,16 +240,9 @@ int mca_pml_roce_irecv_init(void *buf, size_t count, ompi_datatype_t *dt, int sr
 
 int mca_pml_roce_irecv(void *buf, size_t count, ompi_datatype_t *dt, int src, int tag,
                        ompi_communicator_t *comm, ompi_request_t **request) noexcept {
-    RecvRequest *r = recv_request_alloc();
+    int rc;
+    RecvRequest *r = recv_start_posted(buf, count, dt, src, tag, comm, 0, &rc);
     if (OPAL_UNLIKELY(r == nullptr)) {
-        return OMPI_ERR_OUT_OF_RESOURCE;
-    }
-    recv_request_init(r, buf, count, dt, src, tag, comm, 0);
-    r->refs = 2;
-    int rc = recv_post(r);
-    if (OPAL_UNLIKELY(rc != OMPI_SUCCESS)) {
-        r->refs = 1;
-        recv_request_release(r);
         return rc;
     }
     *request = &r->base.req_base.req_ompi;
@@ -241,19 +255,9 @@ int mca_pml_roce_recv(void *buf, size_t count, ompi_datatype_t *dt, int src, int
     uint64_t capacity;
     if (OPAL_UNLIKELY(!layout_of(dt, count, buf, &start, &capacity))) {
         // Non-contiguous: a request with a convertor, posted at once.
-        RecvRequest *r = recv_request_alloc();
-        if (OPAL_UNLIKELY(r == nullptr)) {
-            return OMPI_ERR_OUT_OF_RESOURCE;
-        }
-        recv_request_init(r, buf, count, dt, src, tag, comm, kBlocking);
-        r->refs = 2;
-        int rc = recv_post(r);
-        if (OPAL_UNLIKELY(rc != OMPI_SUCCESS)) {
-            r->refs = 1;
-            recv_request_release(r);
-            return rc;
-        }
-        return wait_recv(r, status);
+        int rc;
+        RecvRequest *r = recv_start_posted(buf, count, dt, src, tag, comm, kBlocking, &rc);
+        return OPAL_LIKELY(r != nullptr) ? wait_recv(r, status) : rc;
     }
     // Contiguous: the matcher makes the request only if the message is not
     // here yet (it runs `make` under the communicator lock, before posting).
