@@ -144,9 +144,10 @@ public:
     /// Wildcard indexes (post, iprobe, improbe): the lists that find the
     /// earliest unexpected message for (kAnySource, tag) and for kAnyTag
     /// receives are built the first time the communicator is asked for such
-    /// a receive or probe, from the messages then unexpected (O(their
-    /// number), once), and kept from then on; until then arrivals and
-    /// receives without wildcards do not pay for them.
+    /// a receive or probe, from the messages then unexpected (sorted by
+    /// admission: O(u log u + index capacity), once per communicator), and
+    /// kept from then on; until then arrivals and receives without wildcards
+    /// do not pay for them.
     Probe iprobe(int32_t source, int32_t tag) noexcept;
 
     /// MPI_Improbe: as iprobe(), but removes the message; the pml owns its
