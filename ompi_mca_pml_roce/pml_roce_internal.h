@@ -618,6 +618,10 @@ inline std::size_t eager_room(const mca_btl_base_module_t *btl, std::size_t hdr)
     return lim > hdr ? lim - hdr : 0;
 }
 
+/// memcpy for copy_bytes' other sizes: n == 0 touches nothing (a zero-count
+/// message may come with a null buffer, which memcpy must not be given).
+void copy_bytes_call(uint8_t *dst, const uint8_t *src, std::size_t n) noexcept;
+
 /// memcpy, with the few bytes of small eager messages copied inline (two
 /// overlapping loads and stores) instead of through a call.
 inline void copy_bytes(void *dst, const void *src, std::size_t n) noexcept {
@@ -636,7 +640,7 @@ inline void copy_bytes(void *dst, const void *src, std::size_t n) noexcept {
         std::memcpy(d, &a, 4);
         std::memcpy(d + n - 4, &b, 4);
     } else {
-        std::memcpy(d, s, n);
+        copy_bytes_call(d, s, n);
     }
 }
 

@@ -37,6 +37,12 @@ bool pieces_of(const roce::compat::RecvDesc *des, std::size_t skip, Pieces &out)
     return true;
 }
 
+void copy_bytes_call(uint8_t *dst, const uint8_t *src, std::size_t n) noexcept {
+    if (n != 0) {
+        std::memcpy(dst, src, n);
+    }
+}
+
 void copy_pieces(uint8_t *dst, const Pieces &pc, std::size_t n) noexcept {
     for (int i = 0; i < pc.count && n > 0; ++i) {
         std::size_t k = pc.piece[i].n < n ? pc.piece[i].n : n;
