@@ -488,9 +488,9 @@ TEST_CASE("match: randomized comparison against the reference matcher", "[match]
     }
     std::printf("randomized matching test: %llu operations checked step by step: %llu arrivals "
                 "(%llu held out of order, %llu before their communicator existed, %llu refused "
-                "keeps), %llu refused request makes, %llu duplicates refused, %llu matched on arrival, %llu receives took "
-                "an unexpected message, %llu wildcard receives, %llu probes (%llu mprobes "
-                "found a message), %llu cancels\n",
+                "keeps), %llu refused request makes, %llu duplicates refused, %llu matched on "
+                "arrival, %llu receives took an unexpected message, %llu wildcard receives, "
+                "%llu probes (%llu mprobes found a message), %llu cancels\n",
                 (unsigned long long)t.ops, (unsigned long long)t.arrivals,
                 (unsigned long long)t.held, (unsigned long long)t.early,
                 (unsigned long long)t.keep_failures, (unsigned long long)t.make_failures,
