@@ -145,7 +145,9 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
                                         "is available to pml roce");
             return nullptr;
         }
-        mca_pml_roce_module.pml_flags = 0;
+        // The series' flags (5.0: extended communicator ids, ompi_series.h),
+        // then what the selected btls require.
+        mca_pml_roce_module.pml_flags = ROCE_PML_FLAGS;
         mca_btl_base_selected_module_t *sm;
         OPAL_LIST_FOREACH (sm, &mca_btl_base_modules_initialized, mca_btl_base_selected_module_t) {
             uint32_t f = sm->btl_module->btl_flags;

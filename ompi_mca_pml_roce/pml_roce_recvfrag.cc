@@ -143,18 +143,6 @@ void deliver_kept(RecvRequest *r, Kept *k) noexcept {
     kept_free(k);
 }
 
-namespace {
-
-std::size_t header_size(uint8_t kind) noexcept {
-    switch (static_cast<wire::Kind>(kind)) {
-    case wire::Kind::kMatch: return sizeof(wire::MatchHdr);
-    case wire::Kind::kRndv: return sizeof(wire::RndvHdr);
-    default: return sizeof(wire::RgetHdr);
-    }
-}
-
-// Copies an arrived fragment so the matcher can keep it; nullptr when out of
-// memory.
 Kept *keep_copy(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
                 const Pieces &data) noexcept {
     Kept *k = kept_alloc(data.total);
@@ -163,11 +151,13 @@ Kept *keep_copy(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
     }
     k->btl = btl;
     k->kind = kind;
-    std::memcpy(&k->hdr, hdr, header_size(kind));
+    std::memcpy(&k->hdr, hdr, wire::match_header_size(kind));
     k->len = data.total;
     copy_pieces(k->data, data, data.total);
     return k;
 }
+
+namespace {
 
 // A match header the matcher refused: a sequence number received already is
 // a duplicate (counted, verbose 50); anything else is malformed (counted,
@@ -216,7 +206,7 @@ void drain_ready(PmlComm *pc, int32_t src) noexcept {
 // Holds a fragment for a communicator this process has not created yet and
 // returns nullptr; when the communicator appeared meanwhile, returns it with
 // a reference taken (the caller matches the fragment there).
-PmlComm *hold_early(uint16_t ctx, mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
+PmlComm *hold_early(uint32_t ctx, mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
                     const wire::MatchHdr &m, const Pieces &data) noexcept {
     Guard guard(&g.early_lock);
     PmlComm *pc = g.comms.acquire(ctx);
@@ -231,18 +221,25 @@ PmlComm *hold_early(uint16_t ctx, mca_btl_base_module_t *btl, uint8_t kind, cons
     return nullptr;
 }
 
+} // namespace
+
 // Matches one decoded match-type fragment. The reference on the
 // communicator is held until the end: a delivery may complete the last
 // request that kept the communicator alive, and drain_ready still uses it.
-inline void incoming(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
-                     const wire::MatchHdr &m, const Pieces &data) noexcept {
-    CommRef pc(g.comms.acquire(m.ctx));
+void incoming(uint32_t ctx, mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
+              const wire::MatchHdr &m, const Pieces &data) noexcept {
+    CommRef pc(g.comms.acquire(ctx));
     if (OPAL_UNLIKELY(!pc)) {
-        pc.reset(hold_early(m.ctx, btl, kind, hdr, m, data));
+        pc.reset(hold_early(ctx, btl, kind, hdr, m, data));
         if (!pc) {
             return;
         }
     }
+    incoming_on(pc.get(), btl, kind, hdr, m, data);
+}
+
+void incoming_on(PmlComm *pc, mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
+                 const wire::MatchHdr &m, const Pieces &data) noexcept {
     const match::Envelope env{m.src, m.tag, m.seq};
     auto keep = [&]() -> void * { return keep_copy(btl, kind, hdr, data); };
     match::Arrival a;
@@ -254,13 +251,15 @@ inline void incoming(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
     if (OPAL_LIKELY(a.kind == match::ArrivalKind::kMatched)) {
         deliver(static_cast<RecvRequest *>(a.request), kind, hdr, data, btl);
     } else if (a.kind == match::ArrivalKind::kRejected) {
-        log_refusal(pc.get(), env, a.verdict);
+        log_refusal(pc, env, a.verdict);
         return;
     }
     if (OPAL_UNLIKELY(a.more_ready)) {
-        drain_ready(pc.get(), m.src);
+        drain_ready(pc, m.src);
     }
 }
+
+namespace {
 
 // The eager fast path: one segment, a valid header, a communicator that
 // exists, a posted contiguous receive that takes it on arrival. Everything
@@ -345,7 +344,7 @@ void mca_pml_roce_cb_match(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
         reject_header(tag, des, d != wire::Defect::kNone ? d : wire::Defect::kLength);
         return;
     }
-    incoming(btl, static_cast<uint8_t>(wire::Kind::kMatch), &h, h, data);
+    incoming(h.ctx, btl, static_cast<uint8_t>(wire::Kind::kMatch), &h, h, data);
 }
 
 void mca_pml_roce_cb_rndv(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
@@ -361,7 +360,7 @@ void mca_pml_roce_cb_rndv(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
         reject_header(tag, des, d);
         return;
     }
-    incoming(btl, static_cast<uint8_t>(wire::Kind::kRndv), &h, h.match, data);
+    incoming(h.match.ctx, btl, static_cast<uint8_t>(wire::Kind::kRndv), &h, h.match, data);
 }
 
 void mca_pml_roce_cb_rget(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
@@ -377,7 +376,7 @@ void mca_pml_roce_cb_rget(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
         reject_header(tag, des, d);
         return;
     }
-    incoming(btl, static_cast<uint8_t>(wire::Kind::kRget), &h, h.rndv.match, data);
+    incoming(h.rndv.match.ctx, btl, static_cast<uint8_t>(wire::Kind::kRget), &h, h.rndv.match, data);
 }
 
 } // extern "C"
