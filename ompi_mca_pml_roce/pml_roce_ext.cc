@@ -126,6 +126,7 @@ PmlComm *find_or_hold(const wire::ExtMsg &m, mca_btl_base_module_t *btl, const P
         fatal("out of memory holding a message for a communicator not created yet (extended id)");
     }
     ++g.counters.early;
+    ++g.counters.ext_early;
     return nullptr;
 }
 

@@ -423,9 +423,10 @@ struct Counters {
     uint64_t rget_fallbacks = 0, reg_failures = 0, pending_retries = 0;
     uint64_t bad_headers = 0, bad_ids = 0, early = 0;
     /// Extended ids (5.0): match-type messages sent with an EXT header,
-    /// answers sent, EXT messages refused (unknown or stale communicator,
-    /// conflicting index, too many unknown ids waiting).
-    uint64_t ext_sent = 0, ext_answers = 0, bad_ext = 0;
+    /// answers sent, messages by extended id that arrived before their
+    /// communicator existed here, EXT messages refused (unknown or stale
+    /// communicator, conflicting index, too many unknown ids waiting).
+    uint64_t ext_sent = 0, ext_answers = 0, ext_early = 0, bad_ext = 0;
     /// Dropped as duplicates (late or repeated copies): FRAGs whose bytes
     /// all arrived already or whose receive had completed; ACK/FIN for a
     /// send that had its answer; match headers whose sequence number was

@@ -84,9 +84,16 @@ void log_counters(const char *when) noexcept {
     opal_output_verbose(10, output(),
                         "pml roce [%s]: %s: duplicates dropped: %" PRIu64 " FRAG, %" PRIu64
                         " ACK/FIN, %" PRIu64 " match; refused: %" PRIu64 " headers, %" PRIu64
-                        " request ids, %" PRIu64 " FRAG ranges",
+                        " request ids, %" PRIu64 " FRAG ranges, %" PRIu64 " EXT",
                         host_name(), when, c.dup_frags, c.dup_answers, c.dup_matches,
-                        c.bad_headers, c.bad_ids, c.bad_frags);
+                        c.bad_headers, c.bad_ids, c.bad_frags, c.bad_ext);
+    if (roce::compat::kExtendedIds) {
+        opal_output_verbose(10, output(),
+                            "pml roce [%s]: %s: extended ids: %" PRIu64 " messages sent with an EXT "
+                            "header, %" PRIu64 " answers sent, %" PRIu64 " arrived before their "
+                            "communicator",
+                            host_name(), when, c.ext_sent, c.ext_answers, c.ext_early);
+    }
 }
 
 bool CommTable::publish(uint32_t ctx, PmlComm *pc) noexcept {

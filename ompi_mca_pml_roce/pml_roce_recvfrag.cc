@@ -143,18 +143,37 @@ void deliver_kept(RecvRequest *r, Kept *k) noexcept {
     kept_free(k);
 }
 
-Kept *keep_copy(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
-                const Pieces &data) noexcept {
+namespace {
+
+std::size_t header_size(uint8_t kind) noexcept {
+    switch (static_cast<wire::Kind>(kind)) {
+    case wire::Kind::kMatch: return sizeof(wire::MatchHdr);
+    case wire::Kind::kRndv: return sizeof(wire::RndvHdr);
+    default: return sizeof(wire::RgetHdr);
+    }
+}
+
+// Copies an arrived fragment so the matcher can keep it; nullptr when out of
+// memory. Inlined into the arrival paths (keep_fragment for others).
+inline Kept *keep_copy_inl(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
+                           const Pieces &data) noexcept {
     Kept *k = kept_alloc(data.total);
     if (OPAL_UNLIKELY(k == nullptr)) {
         return nullptr;
     }
     k->btl = btl;
     k->kind = kind;
-    std::memcpy(&k->hdr, hdr, wire::match_header_size(kind));
+    std::memcpy(&k->hdr, hdr, header_size(kind));
     k->len = data.total;
     copy_pieces(k->data, data, data.total);
     return k;
+}
+
+} // namespace
+
+Kept *keep_copy(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
+                const Pieces &data) noexcept {
+    return keep_copy_inl(btl, kind, hdr, data);
 }
 
 namespace {
@@ -213,7 +232,7 @@ PmlComm *hold_early(uint32_t ctx, mca_btl_base_module_t *btl, uint8_t kind, cons
     if (pc != nullptr) {
         return pc;
     }
-    Kept *k = keep_copy(btl, kind, hdr, data);
+    Kept *k = keep_copy_inl(btl, kind, hdr, data);
     if (k == nullptr || !g.early->hold(ctx, match::Envelope{m.src, m.tag, m.seq}, k).is_ok()) {
         fatal("out of memory holding a message for communicator %u (not created yet)", ctx);
     }
@@ -241,7 +260,7 @@ void incoming(uint32_t ctx, mca_btl_base_module_t *btl, uint8_t kind, const void
 void incoming_on(PmlComm *pc, mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
                  const wire::MatchHdr &m, const Pieces &data) noexcept {
     const match::Envelope env{m.src, m.tag, m.seq};
-    auto keep = [&]() -> void * { return keep_copy(btl, kind, hdr, data); };
+    auto keep = [&]() -> void * { return keep_copy_inl(btl, kind, hdr, data); };
     match::Arrival a;
     {
         Guard guard(&pc->lock);
@@ -288,7 +307,7 @@ inline bool fast_match(mca_btl_base_module_t *btl, const roce::compat::RecvDesc 
             pcs.count = 1;
         }
         pcs.total = len;
-        return keep_copy(btl, static_cast<uint8_t>(wire::Kind::kMatch), &h, pcs);
+        return keep_copy_inl(btl, static_cast<uint8_t>(wire::Kind::kMatch), &h, pcs);
     };
     match::Arrival a;
     {

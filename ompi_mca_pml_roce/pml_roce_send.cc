@@ -46,16 +46,18 @@ inline uint8_t match_tag(wire::Kind kind, std::size_t ext) noexcept {
     return wire::tag_of(ext != 0 ? wire::Kind::kExt : kind);
 }
 
-// Eager send of contiguous bytes without a request; ctx is header_ctx()
-// and never kNeedExt (those go through a request).
+// Eager send of contiguous bytes to rank `dst` without a request; the
+// caller made sure its header_ctx() is not kNeedExt (those go through a
+// request).
 inline Eager eager_contig(PmlComm *pc, mca_bml_base_endpoint_t *ep, const char *data,
-                          uint64_t bytes, int tag, uint32_t ctx, uint16_t seq) noexcept {
+                          uint64_t bytes, int dst, int tag, uint16_t seq) noexcept {
     mca_bml_base_btl_t *bml = mca_bml_base_btl_array_get_next(&ep->btl_eager);
     mca_btl_base_module_t *btl = bml->btl;
     if (bytes > eager_room(btl, sizeof(wire::MatchHdr))) {
         return Eager::kTooBig;
     }
-    const wire::MatchHdr h = wire::make_match(static_cast<uint16_t>(ctx), seq, pc->my_rank, tag);
+    const wire::MatchHdr h =
+        wire::make_match(static_cast<uint16_t>(header_ctx(pc, dst)), seq, pc->my_rank, tag);
     const std::size_t len = sizeof h + bytes;
     if (bytes <= kInlineMax && btl->btl_sendi != nullptr) {
         alignas(8) uint8_t buf[sizeof(wire::MatchHdr) + kInlineMax];
@@ -469,10 +471,12 @@ inline bool send_eager_now(PmlComm *pc, mca_bml_base_endpoint_t *ep, const void 
                            mca_pml_base_send_mode_t mode, uint16_t seq) noexcept {
     const char *start;
     uint64_t bytes;
-    const uint32_t ctx = header_ctx(pc, dst);
-    return OPAL_LIKELY(ext_bytes(ctx) == 0 && layout_of(dt, count, buf, &start, &bytes) &&
+    if (roce::compat::kExtendedIds && OPAL_UNLIKELY(header_ctx(pc, dst) == kNeedExt)) {
+        return false;
+    }
+    return OPAL_LIKELY(layout_of(dt, count, buf, &start, &bytes) &&
                        mode != MCA_PML_BASE_SEND_SYNCHRONOUS) &&
-           OPAL_LIKELY(eager_contig(pc, ep, start, bytes, tag, ctx, seq) == Eager::kSent);
+           OPAL_LIKELY(eager_contig(pc, ep, start, bytes, dst, tag, seq) == Eager::kSent);
 }
 
 inline void activate(SendRequest *r) noexcept {
