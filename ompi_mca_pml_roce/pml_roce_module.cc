@@ -5,6 +5,7 @@
 // the communicator table, pending work).
 #include "pml_roce_internal.h"
 
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 
@@ -13,6 +14,7 @@
 #include "ompi/runtime/mpiruntime.h"
 #include "opal/class/opal_bitmap.h"
 #include "opal/mca/btl/base/base.h"
+#include "opal/runtime/opal_progress.h"
 
 namespace roce::pml {
 
@@ -476,6 +478,18 @@ int mca_pml_roce_add_comm(ompi_communicator_t *comm) noexcept {
         report("resource", "error: cannot create communicator %u of %d ranks: %s", cid, size,
                m ? "out of memory" : m.status().message().c_str());
         return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    if (roce::compat::kExtendedIds && OPAL_UNLIKELY(g.ext_delay_ms > 0) &&
+        !roce::compat::comm_has_global_index(comm) &&
+        ompi_proc_local()->super.proc_name.vpid % 2 == 0) {
+        // pml_roce_test_ext_delay: progress for that long before the
+        // communicator exists here, as another thread of this process could
+        // (MPI_THREAD_MULTIPLE); the peers' first messages on it (Open MPI's
+        // barrier at creation) arrive meanwhile and must wait for it.
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(g.ext_delay_ms);
+        while (std::chrono::steady_clock::now() < end) {
+            opal_progress();
+        }
     }
     std::vector<int32_t> answers;
     PmlComm *pc = nullptr;

@@ -21,8 +21,12 @@
  * the index learnt; each source's three must arrive complete and in order.
  * A message sent by the application cannot precede the receiver's
  * communicator (creation ends with a barrier over the new communicator);
- * the barrier's own messages can, and pml roce counts those that did
- * (pvar pml_roce_ext_early_arrivals, shown with ROCE_TEST_VERBOSE=1).
+ * the barrier's own messages can: the program sets pml_roce_test_ext_delay
+ * (unless the environment does), so that under pml roce even ranks add
+ * each new communicator 100 ms late and their children's barrier messages
+ * wait for it by extended id; it then checks that pml roce counted such
+ * messages (pvar pml_roce_ext_early_arrivals, summed over ranks, shown with
+ * ROCE_TEST_VERBOSE=1) and, as everywhere, that all data arrived right.
  *
  * Open MPI 5.0 has MPI_Comm_create_from_group although its MPI_VERSION is
  * still 3 (it does not claim all of MPI 4.0). Without it (Open MPI 4.1, or
@@ -99,41 +103,42 @@ static void first_messages(MPI_Comm f) {
 }
 
 /* pml roce's count of messages by extended id that arrived before their
- * communicator existed (-1: no such variable, another pml). */
-static long long early_arrivals(void) {
-    int n = 0, provided;
-    long long v = -1;
+ * communicator (pvar pml_roce_ext_early_arrivals). A counter counts from
+ * the opening of its handle: early_open() before the communicators are
+ * made, early_read() at the end (-1: no such variable, another pml). */
+static MPI_T_pvar_session early_ses;
+static MPI_T_pvar_handle early_h = MPI_T_PVAR_HANDLE_NULL;
+
+static void early_open(void) {
+    int provided, index, count;
     if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS)
-        return -1;
-    MPI_T_pvar_get_num(&n);
-    for (int i = 0; i < n; i++) {
-        char name[128], desc[16];
-        int nl = sizeof name, dl = sizeof desc, verb, cls, bind, ro, cont, atomic;
-        MPI_Datatype dt;
-        MPI_T_enum en;
-        if (MPI_T_pvar_get_info(i, name, &nl, &verb, &cls, &dt, &en, desc, &dl, &bind, &ro, &cont,
-                                &atomic) != MPI_SUCCESS ||
-            strcmp(name, "pml_roce_ext_early_arrivals") != 0)
-            continue;
-        MPI_T_pvar_session ses;
-        MPI_T_pvar_handle h;
-        int count;
-        unsigned long long val = 0;
-        MPI_T_pvar_session_create(&ses);
-        if (MPI_T_pvar_handle_alloc(ses, i, NULL, &h, &count) == MPI_SUCCESS) {
-            MPI_T_pvar_read(ses, h, &val);
-            MPI_T_pvar_handle_free(ses, &h);
-            v = (long long)val;
-        }
-        MPI_T_pvar_session_free(&ses);
-    }
+        return;
+    MPI_T_pvar_session_create(&early_ses);
+    if (MPI_T_pvar_get_index("pml_roce_ext_early_arrivals", MPI_T_PVAR_CLASS_COUNTER, &index) ==
+        MPI_SUCCESS)
+        MPI_T_pvar_handle_alloc(early_ses, index, NULL, &early_h, &count);
+}
+
+static long long early_read(void) {
+    unsigned long long val = 0;
+    long long v = -1;
+    if (early_h != MPI_T_PVAR_HANDLE_NULL && MPI_T_pvar_read(early_ses, early_h, &val) == MPI_SUCCESS)
+        v = (long long)val;
+    if (early_h != MPI_T_PVAR_HANDLE_NULL)
+        MPI_T_pvar_handle_free(early_ses, &early_h);
+    MPI_T_pvar_session_free(&early_ses);
     MPI_T_finalize();
     return v;
 }
 
 int main(int argc, char **argv) {
+    /* pml roce: even ranks of MPI_COMM_WORLD add each new communicator 100 ms
+     * late, so their children in the creation's barrier send to them before
+     * it exists (other pmls ignore the variable). */
+    setenv("OMPI_MCA_pml_roce_test_ext_delay", "100", 0);
     mt_init(&argc, &argv, "excid");
     mt_require_ranks(2);
+    early_open();
     long iters = mt_iters(4, 1);
     MPI_Comm extra[EXTRA], c[NCOMM];
     int nextra = mt_rank % 2 ? EXTRA : 0;
@@ -215,12 +220,20 @@ int main(int argc, char **argv) {
     MPI_Comm_free(&fresh);
     for (int k = 0; k < NCOMM; k++)
         MPI_Comm_free(&c[k]);
-    long long early = early_arrivals(), sum = 0;
-    if (early >= 0) {
+    /* Under pml roce (the variable exists) with the delay above, some
+     * messages must have waited for their communicator and been delivered. */
+    long long early = early_read(), sum = 0;
+    int have = early >= 0, all = 0;
+    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all) {
         MPI_Reduce(&early, &sum, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
         if (mt_rank == 0 && mt_verbose)
             printf("excid: %lld messages by extended id arrived before their communicator "
                    "(pml_roce_ext_early_arrivals, all ranks)\n", sum);
+        if (mt_rank == 0 && getenv("OMPI_MCA_pml_roce_test_ext_delay") &&
+            atoi(getenv("OMPI_MCA_pml_roce_test_ext_delay")) > 0)
+            MT_CHECK(sum > 0, "no message waited for its communicator although even ranks "
+                              "added theirs %s ms late", getenv("OMPI_MCA_pml_roce_test_ext_delay"));
     }
     for (int i = 0; i < nextra; i++)
         MPI_Comm_free(&extra[i]);
