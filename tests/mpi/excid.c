@@ -26,7 +26,9 @@
  * each new communicator 100 ms late and their children's barrier messages
  * wait for it by extended id; it then checks that pml roce counted such
  * messages (pvar pml_roce_ext_early_arrivals, summed over ranks, shown with
- * ROCE_TEST_VERBOSE=1) and, as everywhere, that all data arrived right.
+ * ROCE_TEST_VERBOSE=1), and that the handshake ends: each rank sends at most
+ * 3 x ranks x (FIRST + 2) messages behind an EXT header
+ * (pml_roce_ext_headers_sent), the rest with the index learnt.
  *
  * Open MPI 5.0 has MPI_Comm_create_from_group although its MPI_VERSION is
  * still 3 (it does not claim all of MPI 4.0). Without it (Open MPI 4.1, or
@@ -102,33 +104,36 @@ static void first_messages(MPI_Comm f) {
     free(rq);
 }
 
-/* pml roce's count of messages by extended id that arrived before their
- * communicator (pvar pml_roce_ext_early_arrivals). A counter counts from
- * the opening of its handle: early_open() before the communicators are
- * made, early_read() at the end (-1: no such variable, another pml). */
-static MPI_T_pvar_session early_ses;
-static MPI_T_pvar_handle early_h = MPI_T_PVAR_HANDLE_NULL;
+/* Two of pml roce's counters (MPI_T; a counter counts from the opening of
+ * its handle): messages by extended id that arrived before their
+ * communicator, and messages sent behind an EXT header. pv_open() before
+ * the communicators are made, pv_read() at the end (-1: no such variable,
+ * another pml). */
+static MPI_T_pvar_session pv_ses;
+static MPI_T_pvar_handle pv_h[2] = {MPI_T_PVAR_HANDLE_NULL, MPI_T_PVAR_HANDLE_NULL};
+static const char *const pv_name[2] = {"pml_roce_ext_early_arrivals", "pml_roce_ext_headers_sent"};
 
-static void early_open(void) {
+static void pv_open(void) {
     int provided, index, count;
     if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS)
         return;
-    MPI_T_pvar_session_create(&early_ses);
-    if (MPI_T_pvar_get_index("pml_roce_ext_early_arrivals", MPI_T_PVAR_CLASS_COUNTER, &index) ==
-        MPI_SUCCESS)
-        MPI_T_pvar_handle_alloc(early_ses, index, NULL, &early_h, &count);
+    MPI_T_pvar_session_create(&pv_ses);
+    for (int i = 0; i < 2; i++)
+        if (MPI_T_pvar_get_index(pv_name[i], MPI_T_PVAR_CLASS_COUNTER, &index) == MPI_SUCCESS)
+            MPI_T_pvar_handle_alloc(pv_ses, index, NULL, &pv_h[i], &count);
 }
 
-static long long early_read(void) {
-    unsigned long long val = 0;
-    long long v = -1;
-    if (early_h != MPI_T_PVAR_HANDLE_NULL && MPI_T_pvar_read(early_ses, early_h, &val) == MPI_SUCCESS)
-        v = (long long)val;
-    if (early_h != MPI_T_PVAR_HANDLE_NULL)
-        MPI_T_pvar_handle_free(early_ses, &early_h);
-    MPI_T_pvar_session_free(&early_ses);
+static void pv_read(long long v[2]) {
+    for (int i = 0; i < 2; i++) {
+        unsigned long long val = 0;
+        v[i] = -1;
+        if (pv_h[i] != MPI_T_PVAR_HANDLE_NULL && MPI_T_pvar_read(pv_ses, pv_h[i], &val) == MPI_SUCCESS)
+            v[i] = (long long)val;
+        if (pv_h[i] != MPI_T_PVAR_HANDLE_NULL)
+            MPI_T_pvar_handle_free(pv_ses, &pv_h[i]);
+    }
+    MPI_T_pvar_session_free(&pv_ses);
     MPI_T_finalize();
-    return v;
 }
 
 int main(int argc, char **argv) {
@@ -138,7 +143,7 @@ int main(int argc, char **argv) {
     setenv("OMPI_MCA_pml_roce_test_ext_delay", "100", 0);
     mt_init(&argc, &argv, "excid");
     mt_require_ranks(2);
-    early_open();
+    pv_open();
     long iters = mt_iters(4, 1);
     MPI_Comm extra[EXTRA], c[NCOMM];
     int nextra = mt_rank % 2 ? EXTRA : 0;
@@ -220,20 +225,31 @@ int main(int argc, char **argv) {
     MPI_Comm_free(&fresh);
     for (int k = 0; k < NCOMM; k++)
         MPI_Comm_free(&c[k]);
-    /* Under pml roce (the variable exists) with the delay above, some
-     * messages must have waited for their communicator and been delivered. */
-    long long early = early_read(), sum = 0;
-    int have = early >= 0, all = 0;
+    /* Under pml roce (the variables exist): with the delay above, some
+     * messages must have waited for their communicator and been delivered;
+     * and the handshake must end: once a peer answered, messages to it go
+     * with plain headers. Only the first messages to each peer on each of
+     * the 3 communicators may go behind an EXT header (FIRST at once on the
+     * fresh one, a few more while an answer is in flight), against the
+     * hundreds each rank sends on them. */
+    long long pv[2], sum = 0;
+    pv_read(pv);
+    int have = pv[0] >= 0 && pv[1] >= 0, all = 0;
     MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (all) {
-        MPI_Reduce(&early, &sum, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&pv[0], &sum, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+        if (mt_verbose)
+            printf("excid: rank %d sent %lld messages behind an EXT header\n", mt_rank, pv[1]);
         if (mt_rank == 0 && mt_verbose)
             printf("excid: %lld messages by extended id arrived before their communicator "
                    "(pml_roce_ext_early_arrivals, all ranks)\n", sum);
-        if (mt_rank == 0 && getenv("OMPI_MCA_pml_roce_test_ext_delay") &&
-            atoi(getenv("OMPI_MCA_pml_roce_test_ext_delay")) > 0)
+        const char *delay = getenv("OMPI_MCA_pml_roce_test_ext_delay");
+        if (mt_rank == 0 && delay != NULL && atoi(delay) > 0)
             MT_CHECK(sum > 0, "no message waited for its communicator although even ranks "
-                              "added theirs %s ms late", getenv("OMPI_MCA_pml_roce_test_ext_delay"));
+                              "added theirs %s ms late", delay);
+        long long most = 3LL * mt_size * (FIRST + 2);
+        MT_CHECK(pv[1] <= most, "%lld messages sent behind an EXT header, more than %lld: the "
+                                "handshake does not end (peers' indexes never learnt?)", pv[1], most);
     }
     for (int i = 0; i < nextra; i++)
         MPI_Comm_free(&extra[i]);
