@@ -22,6 +22,8 @@
 // in pml_roce_wire.h, the pure tables in pml_roce_excid.h.
 #include "pml_roce_internal.h"
 
+#include <cstdio>
+
 namespace roce::pml {
 namespace {
 
@@ -35,11 +37,18 @@ void refuse_ext(const wire::ExtHdr &e, const char *why) noexcept {
     if (!should_log(&g.counters.bad_ext)) {
         return;
     }
+    char to[64];
+    if (e.common.flags & wire::kExtByIndex) {
+        std::snprintf(to, sizeof to, "communicator index %u", e.dst_ctx);
+    } else {
+        std::snprintf(to, sizeof to, "extended id 0x%016" PRIx64 "%016" PRIx64, e.excid[0],
+                      e.excid[1]);
+    }
     report("refused message",
-           "error: refused an EXT message from rank %d (its index %u) %s %u / extended id "
-           "0x%016" PRIx64 "%016" PRIx64 ": %s; dropped (%" PRIu64 " refused so far)",
-           e.src, e.src_ctx, (e.common.flags & wire::kExtByIndex) ? "to index" : "to",
-           e.dst_ctx, e.excid[0], e.excid[1], why, g.counters.bad_ext);
+           "error: refused an EXT %s from rank %d (its index %u) for %s: %s; dropped (%" PRIu64
+           " refused so far)",
+           e.inner == 0 ? "answer" : wire::kind_name(e.inner), e.src, e.src_ctx, to, why,
+           g.counters.bad_ext);
 }
 
 enum class Learnt { kNew, kKnown, kConflict, kBadSource };

@@ -154,7 +154,7 @@ std::size_t header_size(uint8_t kind) noexcept {
 }
 
 // Copies an arrived fragment so the matcher can keep it; nullptr when out of
-// memory. Inlined into the arrival paths (keep_fragment for others).
+// memory. Inlined into the arrival paths (keep_copy for pml_roce_ext.cc).
 inline Kept *keep_copy_inl(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
                            const Pieces &data) noexcept {
     Kept *k = kept_alloc(data.total);
