@@ -65,6 +65,18 @@
 //        queued events) that can be made non-blocking and polled;
 //      * busy_deregs(): MRs deregistered while a posted receive still
 //        pointed into them;
+//  - mlx5 DC (fake_verbs_dc.cc, where each rule cites its source): DCIs and
+//    DCTs created with mlx5dv_create_qp and rdma-core's/the kernel's errno
+//    (EOPNOTSUPP off mlx5 or without the dct capability, FakeDevice::dc);
+//    a DCT attached to an SRQ, keyed at creation, numbered at RTR, never
+//    leaving RTR (no ERR/RESET); DCIs posted through the extended
+//    work-request API (ibv_wr_* with mlx5dv_wr_set_dc_addr; wr_complete is
+//    all or nothing: ENOMEM on overflow, EINVAL on an unfinished request);
+//    in wire mode run_dc() carries DCI work to the DCT its address handle,
+//    DCT number and key name, and a wrong key is dropped and counted at the
+//    target (dct_key_violations) and retried out at the initiator
+//    (IBV_WC_RETRY_EXC_ERR, the DCI to ERR); mlx5dv_query_device answers
+//    the DC ODP caps;
 //  - any call can be made to fail on demand (fail());
 //  - in wire mode (set_wire), the QPs of one FakeVerbs reach each other:
 //    UD datagrams wait on the wire for the test to deliver (or lose,
@@ -100,6 +112,7 @@ enum class Call {
     kCreateSrq, kDestroySrq, kPostSrqRecv, kCreateQp, kDestroyQp, kModifyQp, kQueryQp,
     kPostSend, kPostRecv, kCreateAh, kDestroyAh, kMlx5dvQueryDevice, kMlx5dvCreateQp,
     kMlx5dvModifyQpLagPort, kMlx5dvQueryQpLagPort, kMlx5dvModifyQpUdpSport,
+    kWrComplete, ///< the extended work-request API's post (fake_verbs_dc.cc)
     kCount
 };
 const char *call_name(Call c) noexcept;
@@ -124,7 +137,11 @@ struct FakePort {
 
 struct FakeDevice {
     std::string name;
-    bool mlx5 = false;              ///< mlx5dv_* work; DC QPs can be created
+    bool mlx5 = false;              ///< mlx5dv_* work; DC QPs can be created (if dc)
+    bool dc = true;                 ///< the HCA's dct capability (mlx5 only): without
+                                    ///< it mlx5dv_create_qp(DCI/DCT) fails EOPNOTSUPP
+    uint32_t dc_odp_caps = 0;       ///< mlx5dv_query_device's DC ODP caps (IBV_ODP_SUPPORT_*)
+    bool dc_atomics = true;         ///< a DCT may take REMOTE_ATOMIC (else EOPNOTSUPP)
     int num_lag_ports = 0;          ///< reported by mlx5dv_query_device; > 1: LAG mode
     int lag_port_down = 0;          ///< a LAG port (1-based) whose link is down: QPs
                                     ///< configured for it are active on another one
@@ -150,8 +167,9 @@ struct PostedWr {
     std::vector<ibv_sge> sge;
     uint32_t length = 0;                 ///< sum of the sge lengths (sends)
     uint32_t imm_data = 0;
-    uint32_t remote_qpn = 0, remote_qkey = 0; ///< UD sends
-    ibv_ah *ah = nullptr;                     ///< UD sends
+    uint32_t remote_qpn = 0, remote_qkey = 0; ///< UD sends; remote_qpn: the DCT number (DC)
+    ibv_ah *ah = nullptr;                     ///< UD and DC sends
+    uint64_t dc_key = 0;                      ///< DC: the access key given with the DCT number
     uint64_t remote_addr = 0;                 ///< RDMA and atomics
     uint32_t rkey = 0;
     uint64_t compare_add = 0, swap = 0;       ///< atomics
@@ -255,6 +273,14 @@ public:
                   size_t delivered = 0);
     /// The QP of this FakeVerbs with that number (nullptr: none).
     ibv_qp *find_qp(uint32_t qpn) const;
+    /// DC in wire mode (fake_verbs_dc.cc): executes the work requests in
+    /// flight on DCIs in RTS against the DCT each names (address handle's
+    /// GID, DCT number, key), with run_rc()'s semantics for the operations.
+    /// Returns how many were executed or failed.
+    size_t run_dc();
+    /// How many requests `dct` dropped because their DC access key was not
+    /// its own (the DCT context's violation counter).
+    uint64_t dct_key_violations(const ibv_qp *dct) const;
 
     // ---- inspection ----------------------------------------------------
     int calls(Call call) const { return calls_[static_cast<size_t>(call)]; }
@@ -297,6 +323,7 @@ private:
     std::string last_modify_reason_;
 
     friend struct FakeOps;
+    friend struct FakeDcOps;
 };
 
 } // namespace roce::testing
