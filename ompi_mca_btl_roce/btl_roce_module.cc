@@ -47,7 +47,7 @@ auto guarded(F &&f, decltype(f()) fail) noexcept -> decltype(f()) {
 // flow control (retry_later(): no message) costs nothing more here.
 int answer(Module *m, const Status &s) noexcept {
     int rc = to_opal(s);
-    if (!s.message().empty() && m->log().enabled(util::LogLevel::kDebug)) {
+    if (s.has_message() && m->log().enabled(util::LogLevel::kDebug)) {
         try {
             m->log().write(util::LogLevel::kDebug, s.to_string());
         } catch (...) {

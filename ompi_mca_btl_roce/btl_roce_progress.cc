@@ -71,7 +71,9 @@ int Module::progress() {
     if (!lookups.empty()) {
         resolve_lookups(lookups);
     }
-    dp_->run_deferred(todo);
+    if (!todo.empty()) {
+        dp_->run_deferred(todo);
+    }
     return n > 0 ? n : 0;
 }
 

@@ -236,10 +236,16 @@ public:
     /// A completion of a send, RDMA, SRQ receive or credit message (every
     /// kind but the UD QP's). Lock held.
     void on_completion(const ibv_wc &wc);
-    /// Moves the deferred PML work into `todo` (lock held), for run_deferred.
-    void take_deferred(std::vector<Deferred> &todo) { todo.swap(deferred_); }
-    /// Runs `todo` without the lock (taking it around the bookkeeping after
-    /// each callback: SRQ repost, credits, descriptors back), then clears it.
+    /// Moves the deferred PML work into `todo` (lock held; `todo` empty),
+    /// for run_deferred. The data path carries on in a buffer an earlier
+    /// run_deferred gave back, so once the buffers have grown no progress
+    /// call allocates.
+    void take_deferred(std::vector<Deferred> &todo);
+    /// Runs `todo` without the lock (taking it around the bookkeeping: the
+    /// receive buffers go back to the SRQ as lists of up to
+    /// Device::kSrqPostBatch, with their credits, after the callbacks;
+    /// descriptors and RDMA operations after each), then clears it and
+    /// keeps its buffer for take_deferred (`todo` is left without one).
     void run_deferred(std::vector<Deferred> &todo);
 
     // --- the connection side's events (data/data_path.cc); lock held ------
@@ -333,6 +339,14 @@ private:
     /// `status` is an OPAL code, for the PML's callback.
     void complete_frag(Frag *f, int status);
     void handle_recv(const ibv_wc &wc);
+    /// A received fragment the PML has seen: its buffer to repost, and the
+    /// path (-1: a retired QP) whose sender gets the credit back.
+    struct Reposted {
+        Endpoint *ep;
+        int path;
+        uint32_t buf_index;
+    };
+    void repost(const Reposted *done, size_t n);
     Path *account_completion(uint32_t qpn, Endpoint **ep);
     void on_send_completion(const ibv_wc &wc);
     /// A warning about something that came from the wire: at most one line
@@ -355,6 +369,9 @@ private:
     };
     std::unordered_map<uint32_t, QpRef> by_qpn_;
     std::vector<Deferred> deferred_; ///< PML callbacks to run unlocked
+    /// Emptied buffers of run_deferred, for take_deferred: one per progress
+    /// call running callbacks at once (threads, or a callback's progress).
+    std::vector<std::vector<Deferred>> spare_;
     RdmaOpPool rdma_ops_;
     uint32_t inflight_ = 0; ///< signaled sends + RDMA in flight (bounded by the CQ)
     uint32_t max_inflight_ = 0;

@@ -534,6 +534,88 @@ TEST_CASE("seq window: random reorder within the credit window delivers each num
     CHECK(w.next_expected() <= base_offset);
 }
 
+TEST_CASE("seq window: a span that is not a power of two, and numbers across 2^32",
+          "[btl][seq]") {
+    // 100 numbers ahead of the oldest missing one are accepted, not the 101st,
+    // although the bitmap behind them holds 128.
+    SeqWindow w(100);
+    CHECK(w.accept(99) == SeqWindow::Verdict::kNew);
+    CHECK(w.accept(100) == SeqWindow::Verdict::kTooFar);
+    CHECK(w.accept(127) == SeqWindow::Verdict::kTooFar);
+    CHECK(w.accept(128) == SeqWindow::Verdict::kTooFar); // would share 0's bit
+    CHECK(w.accept(0) == SeqWindow::Verdict::kNew);
+    CHECK(w.next_expected() == 1);
+    CHECK(w.accept(99) == SeqWindow::Verdict::kDuplicate);
+
+    // A connection whose numbers wrap: 0xfffffffe, 0xffffffff, 0, 1 in any order.
+    SeqWindow x(64, 0xfffffffeu);
+    CHECK(x.accept(1) == SeqWindow::Verdict::kNew);
+    CHECK(x.accept(0xffffffffu) == SeqWindow::Verdict::kNew);
+    CHECK(x.next_expected() == 0xfffffffeu);
+    CHECK(x.accept(0xfffffffeu) == SeqWindow::Verdict::kNew);
+    CHECK(x.next_expected() == 0); // 0 is still missing
+    CHECK(x.accept(1) == SeqWindow::Verdict::kDuplicate);
+    CHECK(x.accept(0xffffffffu) == SeqWindow::Verdict::kDuplicate); // behind now
+    CHECK(x.accept(0) == SeqWindow::Verdict::kNew);
+    CHECK(x.next_expected() == 2);
+    CHECK(x.accept(2 + 64) == SeqWindow::Verdict::kTooFar);
+    CHECK(x.accept(2 + 63) == SeqWindow::Verdict::kNew);
+}
+
+TEST_CASE("seq window: any number from the wire gets the reference model's verdict",
+          "[btl][seq]") {
+    // The reference: the oldest missing number and the set received beyond
+    // it, nothing else. Numbers come from an untrusted wire: in order, out of
+    // order, copies, just beyond the window, far behind, anywhere.
+    struct Model {
+        uint32_t span, base;
+        std::set<uint32_t> ahead;
+        SeqWindow::Verdict accept(uint32_t seq) {
+            uint32_t d = seq - base;
+            if (d >= 0x80000000u) {
+                return SeqWindow::Verdict::kDuplicate;
+            }
+            if (d >= span) {
+                return SeqWindow::Verdict::kTooFar;
+            }
+            if (!ahead.insert(seq).second) {
+                return SeqWindow::Verdict::kDuplicate;
+            }
+            while (ahead.erase(base) != 0) {
+                ++base;
+            }
+            return SeqWindow::Verdict::kNew;
+        }
+    };
+    std::mt19937 rng(20261202);
+    for (uint32_t span : {1u, 7u, 64u, 65u, 200u, 8192u}) {
+        for (uint32_t start : {0u, 0xffffff00u, 0x7ffffff0u}) {
+            SeqWindow w(span, start);
+            Model m{span, start, {}};
+            for (int i = 0; i < 20000; ++i) {
+                uint32_t seq = 0;
+                switch (rng() % 6) {
+                case 0: seq = m.base; break;                                  // in order
+                case 1: seq = m.base + rng() % span; break;                   // inside
+                case 2: seq = m.base + span + rng() % 4; break;               // just beyond
+                case 3: seq = m.base - 1 - rng() % (2 * span); break;         // behind
+                case 4: seq = static_cast<uint32_t>(rng()); break;            // anything
+                default: seq = m.base + static_cast<uint32_t>(rng() % 3); break;
+                }
+                SeqWindow::Verdict want = m.accept(seq);
+                SeqWindow::Verdict got = w.accept(seq);
+                if (got != want || w.next_expected() != m.base) {
+                    FAIL("span " << span << " start " << start << " step " << i << " seq "
+                                 << seq << ": verdict " << static_cast<int>(got) << " want "
+                                 << static_cast<int>(want) << ", next " << w.next_expected()
+                                 << " want " << m.base);
+                }
+            }
+            CHECK(w.next_expected() == m.base);
+        }
+    }
+}
+
 TEST_CASE("lag: flow label to UDP source port as the kernel folds it", "[btl][lag]") {
     CHECK(flow_label_to_sport(0) == 0xc000);
     CHECK(flow_label_to_sport(0x1234) == (0xc000 | 0x1234));
