@@ -11,9 +11,13 @@
  *   pml interface      2.0.0: pml_ft_event              2.1.0: pml_revoke_comm,  here
  *                                                       pml_get_transports,
  *                                                       SUPPORTS_EXT_CID flag
- *   communicator id    c_contextid (uint32_t)           c_index (local id);  ompi_cxx_compat.h
- *                                                       c_contextid is the
+ *   communicator id    c_contextid (uint32_t), the      c_index: global      ompi_cxx_compat.h,
+ *                      same on every process; at most   (OMPI_COMM_GLOBAL_   here (max id,
+ *                      65535 (pml_max_contextid)        INDEX) or chosen by  flag)
+ *                                                       each process; the
  *                                                       128-bit extended id
+ *                                                       in c_contextid; at
+ *                                                       most 2^20 - 1 here
  *   recv callback      (btl, tag, des, cbdata)          (btl, receive desc.) opal_btl_compat.h
  *   modex              opal/mca/pmix/pmix.h, OPAL_*     pmix-internal.h,     opal_pmix_compat.h,
  *                                                       PMIX_*, libpmix      configure
@@ -72,19 +76,32 @@
  * OMPI_ERR_NOT_SUPPORTED (pml roce does not implement ULFM's revoke; Open MPI
  * calls the entry unconditionally, so it must not be NULL). pml_get_transports
  * is NULL, as ob1 has it (the callers treat NULL as "no report").
- * MCA_PML_BASE_FLAG_SUPPORTS_EXT_CID is NOT set: matching keys on the 16-bit
- * local communicator index (c_index), which Open MPI then keeps equal on
- * every process of a communicator.
+ *
+ * Communicator ids. 4.1: c_contextid, the same on every process, bounded by
+ * pml_max_contextid = 65535, carried in the 16 bits of a MATCH header.
+ * 5.0: MCA_PML_BASE_FLAG_SUPPORTS_EXT_CID is set (without it Open MPI
+ * refuses MPI_Comm_create_from_group and sessions). A communicator made
+ * from a parent still has an index (c_index) that Open MPI agrees on
+ * everywhere; one made without (create_from_group, sessions) has a 128-bit
+ * extended id (c_contextid) and an index each process picks itself. Open
+ * MPI keeps every index below pml_max_contextid, which bounds how many
+ * communicators a process holds at once; pml roce announces 2^20 - 1
+ * (wire::kMaxContext; ob1 announces 65535, pml ucx 2^20 - 1). Indexes up to
+ * 65535 travel in MATCH headers as before; the rest, and every message to a
+ * peer whose index the sender has not learnt yet, in an EXT header
+ * (pml_roce_wire.h, pml_roce_ext.cc: ob1's handshake, in our format).
  */
 #if ROCE_OMPI_SERIES == 41
 #define ROCE_PML_BASE_VERSION MCA_PML_BASE_VERSION_2_0_0
 #define ROCE_PML_SERIES_ENTRIES .pml_ft_event = mca_pml_roce_ft_event,
 #define ROCE_PML_FLAGS 0
+#define ROCE_PML_MAX_CONTEXTID 65535
 #else
 #define ROCE_PML_BASE_VERSION MCA_PML_BASE_VERSION_2_1_0
 #define ROCE_PML_SERIES_ENTRIES                                                                    \
     .pml_revoke_comm = mca_pml_roce_revoke_comm, .pml_get_transports = NULL,
-#define ROCE_PML_FLAGS 0
+#define ROCE_PML_FLAGS MCA_PML_BASE_FLAG_SUPPORTS_EXT_CID
+#define ROCE_PML_MAX_CONTEXTID 1048575 /* 2^20 - 1 = wire::kMaxContext */
 #endif
 
 #endif

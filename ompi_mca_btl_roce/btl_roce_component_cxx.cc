@@ -54,6 +54,9 @@ struct ComponentState {
     /// them, and their event queues detach either way.
     std::unique_ptr<netmon::Monitor> monitor;
     netmon::Subscription feed; ///< the monitor's events into the cache
+    /// The modules as rails of one another (rails.h): declared before them,
+    /// so it outlives every module that leaves it.
+    std::shared_ptr<Rails> rails = std::make_shared<Rails>();
     std::vector<std::unique_ptr<Module>> modules;
 };
 
@@ -222,6 +225,7 @@ ModuleEnv module_env(util::LogSink &log, const std::string &device) {
     env.peers = &g_state->peers;
     env.registry = [&log](Device &dev) { return grdma_registry(dev, log); };
     env.finalized = mca_btl_roce_component_module_finalized;
+    env.rails = g_state->rails;
     env.report = [](const char *topic, const std::string &detail) {
         show_explanation(topic, detail);
     };

@@ -9,6 +9,17 @@ namespace roce::btl {
 void Module::read_counters(BtlCounters &out) {
     OPAL_THREAD_LOCK(&lock_);
     add_drops(out.cm_drops, conn_->manager().drops());
+    const RailStats &rs = dp_->rail_stats();
+    RailCounters rc;
+    rc.port_index = port_index_;
+    rc.rerouted_sends = rs.rerouted_sends;
+    rc.rerouted_bytes = rs.rerouted_bytes;
+    rc.carried_sends = rs.carried_sends;
+    rc.carried_bytes = rs.carried_bytes;
+    rc.forwarded_received = rs.forwarded_received;
+    rc.forwarded_duplicates = rs.forwarded_duplicates;
+    rc.forwarded_refused = rs.forwarded_refused;
+    out.rails.push_back(rc);
     for (const auto &ep : endpoints_.all) {
         add_drops(out.cm_drops, ep->drops);
         const uint32_t vpid = static_cast<uint32_t>(ep->name & 0xffffffffu);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -315,6 +316,33 @@ Status Device::post_srq_recv(uint32_t index) {
     int rc = verbs::normalize_rc(api_->post_srq_recv(srq_.get(), &wr, &bad), errno);
     return rc == 0 ? Status::ok()
                    : Status::from_errno(rc, "ibv_post_srq_recv on " + name_);
+}
+
+Status Device::post_srq_recvs(const uint32_t *indices, size_t n) {
+    ibv_sge sge[kSrqPostBatch];
+    ibv_recv_wr wr[kSrqPostBatch];
+    for (size_t done = 0; done < n;) {
+        size_t k = std::min(n - done, kSrqPostBatch);
+        for (size_t i = 0; i < k; ++i) {
+            sge[i].addr = reinterpret_cast<uint64_t>(srq_buffer(indices[done + i]));
+            sge[i].length = cfg_.recv_slot;
+            sge[i].lkey = srq_slab_.lkey();
+            wr[i].wr_id = make_wr_id(indices[done + i], WrKind::kSrqRecv);
+            wr[i].sg_list = &sge[i];
+            wr[i].num_sge = 1;
+            wr[i].next = i + 1 < k ? &wr[i + 1] : nullptr;
+        }
+        ibv_recv_wr *bad = nullptr;
+        int rc = verbs::normalize_rc(api_->post_srq_recv(srq_.get(), wr, &bad), errno);
+        if (rc != 0) {
+            size_t posted = done + (bad != nullptr ? static_cast<size_t>(bad - wr) : 0);
+            return Status::from_errno(rc, util::format("ibv_post_srq_recv on %s (%zu of %zu "
+                                                       "buffers posted)",
+                                                       name_.c_str(), posted, n));
+        }
+        done += k;
+    }
+    return Status::ok();
 }
 
 Status Device::post_ud_recv(uint32_t index) {

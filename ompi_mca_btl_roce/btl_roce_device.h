@@ -87,6 +87,11 @@ public:
 
     /// Posts SRQ receive buffer `index`.
     util::Status post_srq_recv(uint32_t index);
+    /// Posts the `n` SRQ receive buffers `indices` as one list: one call
+    /// into the provider (one doorbell) per kSrqPostBatch buffers. An error
+    /// names how many of them were posted.
+    util::Status post_srq_recvs(const uint32_t *indices, size_t n);
+    static constexpr size_t kSrqPostBatch = 32;
     uint8_t *srq_buffer(uint32_t index) const {
         return srq_slab_.data() + static_cast<size_t>(index) * cfg_.recv_slot;
     }

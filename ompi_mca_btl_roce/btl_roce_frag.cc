@@ -45,6 +45,7 @@ Frag *FragPool::get() {
     f->seq = 0;
     f->has_seq = false;
     f->control = false;
+    f->forward = false;
     f->tag = 0;
     f->base.des_cbfunc = nullptr;
     f->base.des_cbdata = nullptr;

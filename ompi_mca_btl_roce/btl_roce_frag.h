@@ -60,6 +60,9 @@ struct Frag {
     uint32_t seq = 0;         ///< data fragment number (valid when has_seq)
     bool has_seq = false;     ///< numbered on first post; resends keep the number
     bool control = false;     ///< a credit-only message
+    /// Carries a send of another rail (a wire::kForward fragment: its
+    /// payload starts with a wire::ForwardHeader; data/forward.cc).
+    bool forward = false;
 };
 
 /// Fixed pool of Frags over one registered slab. Not thread-safe (the

@@ -269,9 +269,12 @@ util::Result<ModuleConfig> validated_module_config() {
     c.device.send_frags = static_cast<uint32_t>(p.send_frags);
     c.device.sq_depth = static_cast<uint32_t>(p.sq_depth);
     c.device.max_inline = static_cast<uint32_t>(p.max_inline);
-    // Slots hold the fragment header plus max_send_size, cache-line rounded.
-    c.device.recv_slot =
-        static_cast<uint32_t>((t.btl_max_send_size + wire::kFragHeaderSize + 63) & ~size_t{63});
+    // Slots hold the fragment header plus max_send_size, cache-line rounded,
+    // and room for the header of a send forwarded from another rail (a
+    // full-size send of a lost rail fits one slot of the rail carrying it).
+    c.device.recv_slot = static_cast<uint32_t>(
+        (t.btl_max_send_size + wire::kFragHeaderSize + wire::kForwardHeaderSize + 63) &
+        ~size_t{63});
     c.credits_per_peer = static_cast<uint32_t>(p.credits);
     c.credit_threshold = c.credits_per_peer / 4 > 1 ? c.credits_per_peer / 4 : 1;
     c.ack_timeout = p.ack_timeout;

@@ -47,7 +47,7 @@ auto guarded(F &&f, decltype(f()) fail) noexcept -> decltype(f()) {
 // flow control (retry_later(): no message) costs nothing more here.
 int answer(Module *m, const Status &s) noexcept {
     int rc = to_opal(s);
-    if (!s.message().empty() && m->log().enabled(util::LogLevel::kDebug)) {
+    if (s.has_message() && m->log().enabled(util::LogLevel::kDebug)) {
         try {
             m->log().write(util::LogLevel::kDebug, s.to_string());
         } catch (...) {
@@ -247,7 +247,7 @@ void derive_speed(mca_btl_base_module_t &b, const PortPlan &plan, const ModuleCo
         b.btl_latency = kDefaultLatency;
     }
     log.write(util::LogLevel::kInfo,
-              util::format("btl roce: %s:%d: %s, latency %u us (%s)", plan.device.c_str(),
+              util::format("%s:%d: %s, latency %u us (%s)", plan.device.c_str(),
                            plan.port, bw_text.c_str(), b.btl_latency,
                            cfg.latency_set ? "btl_roce_latency, set explicitly"
                                            : "the default, the same on every rail"));
@@ -265,6 +265,7 @@ Module::Module(const PortPlan &plan, const ModuleConfig &cfg, ModuleEnv env,
         env_.clock = now_seconds;
     }
     OBJ_CONSTRUCT(&lock_, opal_mutex_t);
+    rail_name_ = util::format("%s:%d", plan_.device.c_str(), plan_.port);
 }
 
 Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const ModuleConfig &cfg,
@@ -307,6 +308,8 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
     Module *raw = m.get();
     ce.report = [raw](const char *topic, const std::string &detail) { raw->report(topic, detail); };
     ce.explain = m->env_.report;
+    ce.reach_changed = [raw](Endpoint &ep, bool reached) { raw->reach_changed(ep, reached); };
+    ce.reached_elsewhere = [raw](const Endpoint &ep) { return raw->reached_elsewhere(ep); };
     CmIdentity me;
     me.name = m->env_.who.name;
     me.token = m->env_.who.token;
@@ -314,9 +317,11 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
     me.ud_qpn = m->dev_->ud_qp()->qp_num;
     m->conn_ = std::make_unique<Connector>(std::move(ce), me, log);
 
-    // Send and receive slots hold a header plus max_send_size; eager cannot
-    // be larger than a slot.
-    size_t payload = m->dev_->config().recv_slot - wire::kFragHeaderSize;
+    // Send and receive slots hold a header plus max_send_size, and the
+    // header of a send forwarded from another rail (data/forward.cc); eager
+    // cannot be larger than that.
+    size_t payload =
+        m->dev_->config().recv_slot - wire::kFragHeaderSize - wire::kForwardHeaderSize;
     mca_btl_base_module_t &b = m->c_.super;
     if (b.btl_max_send_size > payload) {
         b.btl_max_send_size = payload;
@@ -340,7 +345,10 @@ Module::~Module() {
     // QPs first (live ones retired, then all drained and destroyed; the
     // connection manager gone before them), then the endpoints' address
     // handles, the registrations, and last the Device (CQ, SRQ, UD QP,
-    // buffers, PD, context).
+    // buffers, PD, context). First of all, no sibling finds it any more.
+    if (env_.rails) {
+        env_.rails->leave(this);
+    }
     if (conn_) {
         conn_->retire_all();
     }
@@ -359,6 +367,9 @@ void Module::set_port_index(uint16_t i) {
     CmIdentity me = conn_->manager().identity();
     me.port_index = i;
     conn_->manager().set_identity(me);
+    if (env_.rails) {
+        env_.rails->join(this, i);
+    }
 }
 
 wire::PortAdvert Module::advert() const { return advertise(plan_, dev_->ud_qp()->qp_num); }
@@ -418,6 +429,23 @@ void Module::log_path_stats() {
                                 static_cast<unsigned long long>(d.misdirected),
                                 static_cast<unsigned long long>(d.unauthenticated),
                                 static_cast<unsigned long long>(d.unknown_sender)));
+    }
+    // A rail lost and survived (issue 16): what moved, whenever anything did
+    // (at verbose 10, as the other info lines).
+    const RailStats &rs = dp_->rail_stats();
+    if (rs.rerouted_sends + rs.carried_sends + rs.forwarded_received + rs.forwarded_refused > 0) {
+        log_.write(util::LogLevel::kInfo,
+                   util::format("%s: %llu sends (%llu bytes) carried by another rail, %llu "
+                                "(%llu bytes) carried for another rail; %llu forwarded sends "
+                                "received, %llu duplicates dropped, %llu refused",
+                                rail_name_.c_str(),
+                                static_cast<unsigned long long>(rs.rerouted_sends),
+                                static_cast<unsigned long long>(rs.rerouted_bytes),
+                                static_cast<unsigned long long>(rs.carried_sends),
+                                static_cast<unsigned long long>(rs.carried_bytes),
+                                static_cast<unsigned long long>(rs.forwarded_received),
+                                static_cast<unsigned long long>(rs.forwarded_duplicates),
+                                static_cast<unsigned long long>(rs.forwarded_refused)));
     }
     if (!log_.enabled(util::LogLevel::kInfo)) {
         return;

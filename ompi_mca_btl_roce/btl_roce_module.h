@@ -24,8 +24,10 @@
 #include "counters.h"
 #include "data/data_path.h"
 #include "proto/lag.h"
+#include "rails.h"
 #include "netmon/event_queue.h"
 #include "util/log.h"
+#include "util/rate_limit.h"
 #include "util/status.h"
 #include "verbs/verbs_api.h"
 
@@ -157,6 +159,11 @@ struct ModuleEnv {
     /// the topic's explanation through opal_show_help (btl_roce_log.h,
     /// show_explanation). May be unset. Called with the module lock held.
     std::function<void(const char *topic, const std::string &detail)> report;
+    /// The process's rails (its modules, and which peers each reaches now),
+    /// shared by all of them: what a module that lost every path to a peer
+    /// sends over meanwhile (rails.h). May be unset (one rail: nothing to
+    /// move to).
+    std::shared_ptr<Rails> rails;
 };
 
 /// One port's worth of transport, as a facade: it owns the verbs resources
@@ -211,8 +218,31 @@ public:
     util::LogSink &log() { return log_; }
     /// This module's modex advertisement.
     wire::PortAdvert advert() const;
-    /// Index of this module in the process's modex address.
+    /// Index of this module in the process's modex address; the module
+    /// joins ModuleEnv::rails under it.
     void set_port_index(uint16_t i);
+    /// "device:port", for messages of other rails (immutable).
+    const std::string &rail_name() const { return rail_name_; }
+
+    // --- a lost rail (btl_roce_rails.cc; docs/architecture.md, "Losing a
+    // rail"). Called by a sibling module, without any module lock held. ----
+    /// Carries `origin` (a send of `from`'s endpoint for `peer`, numbered
+    /// there, described by `hdr`) to `peer` as a wire::kForward fragment;
+    /// when it is sent or given up, `from` learns it (forward_completed).
+    /// retry_later() when no slot is free; kUnavailable when this module
+    /// has no connected endpoint for `peer` (the send stays `from`'s).
+    util::Status carry(uint64_t peer, const wire::ForwardHeader &hdr, const Frag &origin,
+                       Module &from);
+    /// A send of ours that a sibling carried is done there (`status` an
+    /// OPAL code): DataPath::forward_done under our lock.
+    void forward_completed(Frag *f, int status);
+    /// A send of `sender`'s endpoint on this rail arrived over another rail
+    /// (`via`, its label for messages): refused unless our endpoint for
+    /// `sender` is the sender's port `hdr.origin_src_port`, else run
+    /// through that endpoint's window and, if new, delivered to the PML as
+    /// received here. `payload` holds hdr.length bytes.
+    void receive_forwarded(uint64_t sender, const std::string &via,
+                           const wire::ForwardHeader &hdr, const uint8_t *payload);
     /// Follows `m`'s events about this port's netdevs from now on (checked
     /// in progress() with one atomic load; see on_net_events()).
     void follow(netmon::Monitor &m);
@@ -325,6 +355,21 @@ private:
     /// env_.report for the explanation.
     void report(const char *topic, const std::string &detail);
 
+    // A lost rail (btl_roce_rails.cc).
+    /// DataPathHost: a kForward fragment from `via`'s peer (untrusted).
+    void forwarded(Endpoint &via, const uint8_t *data, size_t len) override;
+    /// The Connector's news (lock held): `ep` has a live path again
+    /// (`reached`), or lost its last one or failed.
+    void reach_changed(Endpoint &ep, bool reached);
+    /// Whether a sibling rail reaches `ep`'s peer now (lock held).
+    bool reached_elsewhere(const Endpoint &ep) const;
+    /// Moves the waiting sends of the endpoints in lost_ to a sibling rail
+    /// that reaches their peer; called by progress without the lock.
+    void reroute();
+    /// A forwarded fragment from `via` refused: counted, and one error line
+    /// per sender per 10 s naming it. Lock held.
+    void refuse_forwarded(const std::string &via, const std::string &why);
+
     // Progress and events (btl_roce_progress.cc, btl_roce_netmon.cc), lock held.
     void log_path_stats();
     void on_net_events();
@@ -357,6 +402,17 @@ private:
     uint64_t progress_calls_ = 0;
     std::unique_ptr<netmon::EventQueue> netq_; ///< bond/address events (netmon)
     double readdress_at_ = 0;       ///< > 0: choose addresses again at this time
+
+    std::string rail_name_;         ///< "device:port"
+    /// Endpoints that were connected and have no live path now: their
+    /// waiting sends go over a sibling rail (reroute) until a path is back.
+    /// `announced`: the warning naming the sibling was written.
+    struct Lost {
+        Endpoint *ep = nullptr;
+        bool announced = false;
+    };
+    std::vector<Lost> lost_;
+    util::RateLimiter forward_warn_{10.0, 16}; ///< refused forwarded fragments
 };
 
 /// Seconds on a monotonic clock.

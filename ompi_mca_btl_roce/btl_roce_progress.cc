@@ -35,7 +35,7 @@ int Module::progress() {
     // The idle path: one poll, a few reads, no clock.
     bool net = netq_ && netq_->changed();
     if (n <= 0 && !cm.busy() && dp_->nothing_deferred() && !conn_->needs_attention() && !net &&
-        readdress_at_ == 0) {
+        readdress_at_ == 0 && lost_.empty()) {
         OPAL_THREAD_UNLOCK(&lock_);
         return 0;
     }
@@ -63,11 +63,17 @@ int Module::progress() {
     std::vector<DataPath::Deferred> todo;
     dp_->take_deferred(todo);
     std::vector<uint64_t> lookups = conn_->take_lookups();
+    bool lost = !lost_.empty();
     OPAL_THREAD_UNLOCK(&lock_);
+    if (lost) {
+        reroute(); // sends of a lost rail to a sibling (btl_roce_rails.cc)
+    }
     if (!lookups.empty()) {
         resolve_lookups(lookups);
     }
-    dp_->run_deferred(todo);
+    if (!todo.empty()) {
+        dp_->run_deferred(todo);
+    }
     return n > 0 ? n : 0;
 }
 

@@ -49,6 +49,10 @@ uint64_t cm_unauthenticated(const BtlCounters &c) {
 uint64_t cm_other(const BtlCounters &c) {
     return c.cm_drops.misdirected + c.cm_drops.unknown_sender + c.cm_drops.unexpected;
 }
+template <uint64_t RailCounters::*F>
+uint64_t rail_sum(const BtlCounters &c) {
+    return c.rail_total(F);
+}
 template <uint64_t PathCounters::*F>
 uint64_t field(const PathCounters &p) {
     return p.*F;
@@ -77,6 +81,11 @@ const Def kDefs[] = {
     {"cm_dropped_malformed", "Connection-manager datagrams dropped because they did not parse", kCounter, cm_malformed},
     {"cm_dropped_unauthenticated", "Connection-manager datagrams dropped because their token was not the sender's (forged, or from a stale job)", kCounter, cm_unauthenticated},
     {"cm_dropped_other", "Connection-manager datagrams dropped for another reason: for another process, from an unknown sender, or fitting no connection state", kCounter, cm_other},
+    {"rerouted_sends", "Sends of a port that had lost every path to their peer, carried by another port of this process that still reached it (a lost rail)", kCounter, rail_sum<&RailCounters::rerouted_sends>},
+    {"rerouted_bytes", "Payload bytes of those sends", kCounter, rail_sum<&RailCounters::rerouted_bytes>},
+    {"carried_bytes", "Payload bytes this process's ports carried for another of its ports that had lost its peer (equals rerouted_bytes once they completed)", kCounter, rail_sum<&RailCounters::carried_bytes>},
+    {"forwarded_received", "Sends of peers received over another port than the one they were sent on (their rail was lost), delivered once", kCounter, rail_sum<&RailCounters::forwarded_received>},
+    {"forwarded_refused", "Forwarded fragments refused: malformed, naming a port or sender that does not match, or beyond the window", kCounter, rail_sum<&RailCounters::forwarded_refused>},
     {"paths_up", "Paths (RC queue pairs to peers) connected now", kLevel, paths_up},
     {"path_count", "Paths this process has now, connected or not (the used length of the btl_roce_path_* arrays, which hold at most 64)", kLevel, path_count},
     {"path_bytes_sent", "Per path (array of 64; order: port, peer, path; see btl_roce_path_peer): payload bytes sent", kCounter, nullptr, field<&PathCounters::bytes_sent>},

@@ -19,6 +19,14 @@ uint64_t BtlCounters::paths_up() const noexcept {
     return n;
 }
 
+uint64_t BtlCounters::rail_total(uint64_t RailCounters::*field) const noexcept {
+    uint64_t sum = 0;
+    for (const auto &r : rails) {
+        sum += r.*field;
+    }
+    return sum;
+}
+
 void add_drops(CmDrops &into, const CmDrops &from) noexcept {
     into.malformed += from.malformed;
     into.misdirected += from.misdirected;

@@ -31,6 +31,19 @@ struct PathCounters {
     uint64_t credit_stalls = 0;
 };
 
+/// One module (rail) while another rail lost its peers or it lost its own
+/// (issue 16): the sends that moved between rails.
+struct RailCounters {
+    uint16_t port_index = 0;          ///< the module (RoCE port) of this process
+    uint64_t rerouted_sends = 0;      ///< its sends another rail carried
+    uint64_t rerouted_bytes = 0;
+    uint64_t carried_sends = 0;       ///< sends of another rail it carried
+    uint64_t carried_bytes = 0;
+    uint64_t forwarded_received = 0;  ///< carried sends of its peers delivered as its own
+    uint64_t forwarded_duplicates = 0; ///< carried sends its window already had
+    uint64_t forwarded_refused = 0;   ///< forwarded fragments refused (malformed, wrong rail)
+};
+
 /// Everything the btl counts in one process: the sum over its modules.
 struct BtlCounters {
     /// Every path of every module, in a stable order: module, then endpoint
@@ -40,11 +53,15 @@ struct BtlCounters {
     /// Connection-manager messages dropped, by reason (CmDrops summed over
     /// the managers and their peers).
     CmDrops cm_drops;
+    /// Every module, in the same order.
+    std::vector<RailCounters> rails;
 
     /// Sum of `field` over every path.
     uint64_t total(uint64_t PathCounters::*field) const noexcept;
     /// Paths in state kUp.
     uint64_t paths_up() const noexcept;
+    /// Sum of `field` over every module.
+    uint64_t rail_total(uint64_t RailCounters::*field) const noexcept;
 };
 
 /// `from`'s drops added to `into`.

@@ -46,7 +46,7 @@ mca_pml_base_module_t mca_pml_roce_module = {
     .pml_mrecv = mca_pml_roce_mrecv,
     .pml_dump = mca_pml_roce_dump,
     ROCE_PML_SERIES_ENTRIES /* ft_event (4.1); revoke_comm, get_transports (5.0) */
-    .pml_max_contextid = 65535,
+    .pml_max_contextid = ROCE_PML_MAX_CONTEXTID,
     .pml_max_tag = 2147483647,
     .pml_flags = ROCE_PML_FLAGS,
 };

@@ -14,6 +14,7 @@
 #include "opal/mca/btl/base/base.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
+#include "util/params.h"
 
 #include "pml_roce.h"
 #include "pml_roce_internal.h"
@@ -87,6 +88,13 @@ int mca_pml_roce_component_register_params(void) {
             "limit (0 never, 1 the sender's, 2 the receiver's, 3 both); the data must still "
             "arrive, through the send pipeline.",
             MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &p.test_fail_registration);
+        p.test_ext_delay = 0;
+        reg("test_ext_delay",
+            "Testing only (Open MPI 5.0): processes with an even rank in MPI_COMM_WORLD progress "
+            "for this many milliseconds (0..1000) before they add a communicator that has no "
+            "global index (MPI_Comm_create_from_group), as another thread could, so that their "
+            "peers' first messages on it arrive by extended id before it exists here (0: never).",
+            MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &p.test_ext_delay);
         roce::pml::register_pvars();
         return OMPI_SUCCESS;
     } catch (...) {
@@ -125,6 +133,14 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
                                           opts.status().message().c_str());
             return nullptr;
         }
+        roce::util::Status ds =
+            roce::util::check_range("pml_roce_test_ext_delay", p.test_ext_delay, 0, 1000,
+                                    "0..1000 (milliseconds)");
+        if (!ds) {
+            roce::pml::report_before_exit("error: %s; pml roce cannot run with this value",
+                                          ds.message().c_str());
+            return nullptr;
+        }
         roce::util::Status rs = roce::pml::check_rendezvous_options(
             p.pipeline_depth, static_cast<int64_t>(p.rget_limit > static_cast<size_t>(INT64_MAX)
                                                        ? INT64_MAX
@@ -140,12 +156,15 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
         roce::pml::g.eager_limit = opts->eager_limit;
         roce::pml::g.use_rdma = p.use_rdma ? 1 : 0;
         roce::pml::g.fail_registration = p.test_fail_registration & 3;
+        roce::pml::g.ext_delay_ms = p.test_ext_delay;
         if (mca_bml_base_init(progress_threads, mpi_threads) != OMPI_SUCCESS) {
             roce::pml::report("no btl", "error: the bml (r2) could not be initialised; no BTL "
                                         "is available to pml roce");
             return nullptr;
         }
-        mca_pml_roce_module.pml_flags = 0;
+        // The series' flags (5.0: extended communicator ids, ompi_series.h),
+        // then what the selected btls require.
+        mca_pml_roce_module.pml_flags = ROCE_PML_FLAGS;
         mca_btl_base_selected_module_t *sm;
         OPAL_LIST_FOREACH (sm, &mca_btl_base_modules_initialized, mca_btl_base_selected_module_t) {
             uint32_t f = sm->btl_module->btl_flags;

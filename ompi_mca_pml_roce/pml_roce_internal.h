@@ -21,7 +21,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <vector>
 
 #include "ompi/communicator/communicator.h"
 #include "ompi/datatype/ompi_datatype.h"
@@ -44,6 +46,7 @@
 #include "match/comm_matcher.h"
 #include "match/early_arrivals.h"
 #include "pml_roce.h"
+#include "pml_roce_excid.h"
 #include "pml_roce_handles.h"
 #include "pml_roce_help.h"
 #include "pml_roce_rndv.h"
@@ -136,11 +139,21 @@ struct PmlComm {
     opal_mutex_t lock; ///< serialises every call on `matcher` (and keep callbacks)
     std::unique_ptr<match::CommMatcher> matcher;
     ompi_communicator_t *comm = nullptr;
-    uint16_t ctx = 0;
+    uint32_t ctx = 0; ///< this process's index (compat::comm_cid), <= compat::kMaxContextId
     int32_t my_rank = 0;
     int32_t remote_size = 0;
     /// Next sequence number per destination (atomic when threads are used).
     std::unique_ptr<uint32_t[]> send_seq;
+    /// True when every peer's index is `ctx` and fits a MATCH header's 16
+    /// bits (always under 4.1): headers carry ctx, nothing else is needed.
+    bool plain = true;
+    /// Not plain (Open MPI 5.0): each peer's index + 1, 0 while unknown
+    /// (then messages to it go by extended id, pml_roce_ext.cc); written
+    /// once per peer by the arrival path, read by senders (atomics under
+    /// must_lock()).
+    std::unique_ptr<uint32_t[]> peer_ctx;
+    uint64_t excid[2] = {0, 0}; ///< the extended id (communicators without a global index)
+    bool global = true;         ///< the index is the same everywhere
     volatile int32_t refs = 0; ///< 0: retired (in the pool, or being set up)
     PmlComm *next_free = nullptr; ///< pool link (under g.early_lock)
     PmlComm *next_all = nullptr;  ///< every PmlComm ever made, for finalize
@@ -183,14 +196,17 @@ inline bool comm_try_ref(PmlComm *pc) noexcept {
     return false;
 }
 
-/// context id -> PmlComm, two levels of 256, lock-free readers; writers hold
-/// the early-arrivals lock.
+/// context id -> PmlComm, two levels (chunks of 256 below a top level that
+/// covers compat::kMaxContextId: 256 entries under 4.1, 4096 under 5.0),
+/// lock-free readers; writers hold the early-arrivals lock. Callers pass
+/// ids up to compat::kMaxContextId (16-bit ones from MATCH headers, larger
+/// ones checked in pml_roce_ext.cc).
 class CommTable {
 public:
     /// The communicator published for `ctx` with one reference taken for
     /// the caller (drop it with comm_release), or nullptr. Lock-free; safe
     /// against a concurrent del_comm/add_comm (see PmlComm).
-    PmlComm *acquire(uint16_t ctx) const noexcept {
+    PmlComm *acquire(uint32_t ctx) const noexcept {
         if (OPAL_LIKELY(!must_lock())) {
             // One thread: nothing changes between the lookup and the
             // reference, and a published object is alive with its own ctx.
@@ -217,16 +233,16 @@ public:
             // and never loops under g.early_lock.
         }
     }
-    bool publish(uint16_t ctx, PmlComm *pc) noexcept;
+    bool publish(uint32_t ctx, PmlComm *pc) noexcept;
     void clear() noexcept; // frees the chunks (finalize)
 
 private:
-    PmlComm *find(uint16_t ctx) const noexcept {
+    PmlComm *find(uint32_t ctx) const noexcept {
         PmlComm **chunk = __atomic_load_n(&top_[ctx >> 8], __ATOMIC_ACQUIRE);
         return chunk == nullptr ? nullptr : __atomic_load_n(&chunk[ctx & 0xff], __ATOMIC_ACQUIRE);
     }
 
-    PmlComm **top_[256] = {};
+    PmlComm **top_[(roce::compat::kMaxContextId >> 8) + 1] = {};
 };
 
 /// A reference on a PmlComm taken by CommTable::acquire, dropped at scope
@@ -379,6 +395,7 @@ struct Ctrl {
     union {
         wire::AckHdr ack;
         wire::FinHdr fin;
+        wire::ExtHdr ext; ///< an answer to a message by extended id
     } hdr;
 };
 typedef Ctrl mca_pml_roce_ctrl_t;
@@ -406,6 +423,11 @@ struct Counters {
     uint64_t eager_inline = 0, eager_copy = 0, rndv = 0, rget = 0, pipeline = 0;
     uint64_t rget_fallbacks = 0, reg_failures = 0, pending_retries = 0;
     uint64_t bad_headers = 0, bad_ids = 0, early = 0;
+    /// Extended ids (5.0): match-type messages sent with an EXT header,
+    /// answers sent, messages by extended id that arrived before their
+    /// communicator existed here, EXT messages refused (unknown or stale
+    /// communicator, conflicting index, too many unknown ids waiting).
+    uint64_t ext_sent = 0, ext_answers = 0, ext_early = 0, bad_ext = 0;
     /// Dropped as duplicates (late or repeated copies): FRAGs whose bytes
     /// all arrived already or whose receive had completed; ACK/FIN for a
     /// send that had its answer; match headers whose sequence number was
@@ -429,6 +451,7 @@ struct Pml {
     bool enabled = false;
     std::size_t eager_limit = 0; ///< pml_roce_eager_limit
     int fail_registration = 0;   ///< pml_roce_test_fail_registration (tests only)
+    int ext_delay_ms = 0;        ///< pml_roce_test_ext_delay (tests only)
     int use_rdma = 1;            ///< pml_roce_use_rdma
     std::size_t rget_limit = 0;  ///< pml_roce_rget_limit
     int32_t pipeline_depth = 8;  ///< pml_roce_pipeline_depth: FRAGs in flight per send
@@ -446,6 +469,9 @@ struct Pml {
     PmlComm *comm_pool = nullptr; ///< retired PmlComms ready for reuse (under early_lock)
     PmlComm *comm_all = nullptr;  ///< every PmlComm made (under early_lock), freed at finalize
     match::EarlyArrivals *early = nullptr;
+    /// Extended id -> index of this process's communicators without a
+    /// global index, and the ids messages waited for (under early_lock).
+    excid::ExcIdTable *excids = nullptr;
 
     opal_mutex_t ids_lock;                 ///< both request-id tables
     rndv::AnswerTable send_ids{send_view}; ///< sends waiting for an ACK or FIN
@@ -560,14 +586,81 @@ void deliver(RecvRequest *r, uint8_t kind, const void *hdr, const Pieces &data,
              mca_btl_base_module_t *btl) noexcept;
 /// Delivers a kept fragment into a receive and frees the copy.
 void deliver_kept(RecvRequest *r, Kept *k) noexcept;
-Kept *kept_alloc(std::size_t bytes) noexcept;
-void kept_free(Kept *k) noexcept;
+/// A Kept item for `bytes` data bytes (k->data), or nullptr when out of
+/// memory; small ones (every eager message of btl self and vader) inline.
+Kept *kept_alloc_large(std::size_t bytes) noexcept;
+inline Kept *kept_alloc(std::size_t bytes) noexcept {
+    if (OPAL_LIKELY(bytes <= kKeptSmall)) {
+        auto *k = reinterpret_cast<Kept *>(opal_free_list_get(&g.kept_small));
+        if (OPAL_LIKELY(k != nullptr)) {
+            k->home = &g.kept_small;
+        }
+        return k;
+    }
+    return kept_alloc_large(bytes);
+}
+/// Returns a Kept item to where it came from.
+inline void kept_free(Kept *k) noexcept {
+    if (OPAL_LIKELY(k->home != nullptr)) {
+        opal_free_list_return(k->home, &k->super);
+    } else {
+        free(k);
+    }
+}
 void unpack(RecvRequest *r, uint64_t offset, const Pieces &data, std::size_t n) noexcept;
 void rget_start(RecvRequest *r, const wire::RgetHdr &h, const uint8_t *handle,
                 mca_btl_base_module_t *btl) noexcept;
 void getop_resume(GetOp *op) noexcept;
 /// Receiver fallback: ask the sender for [offset, end) in FRAGs.
 void recv_ask_frags(RecvRequest *r, ompi_proc_t *proc, uint64_t src_req, uint64_t offset) noexcept;
+
+// the arrival path shared with pml_roce_ext.cc (pml_roce_recvfrag.cc)
+/// Copies an arrived match-type fragment so it can be kept; nullptr when
+/// out of memory.
+Kept *keep_copy(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
+                const Pieces &data) noexcept;
+/// Matches a decoded match-type fragment (m: its match header) on the
+/// communicator this process knows as `ctx` (<= compat::kMaxContextId),
+/// or holds it in EarlyArrivals until that communicator is created.
+void incoming(uint32_t ctx, mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
+              const wire::MatchHdr &m, const Pieces &data) noexcept;
+/// Matches it on `pc` (a reference held by the caller).
+void incoming_on(PmlComm *pc, mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
+                 const wire::MatchHdr &m, const Pieces &data) noexcept;
+
+// extended communicator ids (pml_roce_ext.cc; Open MPI 5.0)
+/// header_ctx(): the destination's index is unknown or above 16 bits, so
+/// the match-type header goes behind an EXT header.
+inline constexpr uint32_t kNeedExt = UINT32_MAX;
+/// The context id a MATCH, RNDV or RGET header to rank `dst` carries: the
+/// receiver's index of the communicator; kNeedExt when it is not known
+/// yet or does not fit 16 bits. Inline: every send. Under 4.1 always ctx.
+inline uint32_t header_ctx(const PmlComm *pc, int32_t dst) noexcept {
+    if (!roce::compat::kExtendedIds || OPAL_LIKELY(pc->plain)) {
+        return pc->ctx;
+    }
+    uint32_t v = must_lock() ? __atomic_load_n(&pc->peer_ctx[dst], __ATOMIC_ACQUIRE) : pc->peer_ctx[dst];
+    return v != 0 && v - 1 <= 0xffff ? v - 1 : kNeedExt;
+}
+/// Writes the EXT header for a match-type header of `inner` to rank `dst`
+/// (header_ctx() was kNeedExt) at p: by index when the receiver's index is
+/// known (it exceeds 16 bits), else by the extended id; counts it.
+void write_ext(const PmlComm *pc, int32_t dst, wire::Kind inner, uint8_t *p) noexcept;
+/// add_comm's part under Open MPI 5.0, for a communicator that is not
+/// plain (no global index, or an index above 16 bits): the peer index
+/// table and, without a global index, publishing the extended id (called
+/// with g.early_lock held, before the communicator is published). When
+/// messages by extended id waited for it, sets *waiting_key to their
+/// EarlyArrivals key (else 0) and records the peers' indexes they carried;
+/// the peers learnt that way are appended to `answers` (answered by
+/// ext_send_answers once the locks are dropped). An OMPI error code when
+/// out of memory or the extended id is in use.
+int ext_add_comm(PmlComm *pc, ompi_communicator_t *comm, uint32_t *waiting_key,
+                 std::vector<int32_t> &answers) noexcept;
+/// Sends the answers ext_add_comm collected (no lock held).
+void ext_send_answers(PmlComm *pc, const std::vector<int32_t> &answers) noexcept;
+/// del_comm's part: forgets the extended id (g.early_lock held).
+void ext_del_comm(PmlComm *pc) noexcept;
 
 // pending work (pml_roce_module.cc)
 void pending_add(opal_list_t *list, opal_list_item_t *item) noexcept;
@@ -590,12 +683,40 @@ void mca_pml_roce_cb_frag(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
                           const roce::compat::RecvDesc *des);
 void mca_pml_roce_cb_fin(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
                          const roce::compat::RecvDesc *des);
+void mca_pml_roce_cb_ext(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
+                         const roce::compat::RecvDesc *des);
 }
 
 /// The eager payload a btl can carry in one fragment after `hdr` bytes.
 inline std::size_t eager_room(const mca_btl_base_module_t *btl, std::size_t hdr) noexcept {
     std::size_t lim = btl->btl_eager_limit < g.eager_limit ? btl->btl_eager_limit : g.eager_limit;
     return lim > hdr ? lim - hdr : 0;
+}
+
+/// memcpy for copy_bytes' other sizes: n == 0 touches nothing (a zero-count
+/// message may come with a null buffer, which memcpy must not be given).
+void copy_bytes_call(uint8_t *dst, const uint8_t *src, std::size_t n) noexcept;
+
+/// memcpy, with the few bytes of small eager messages copied inline (two
+/// overlapping loads and stores) instead of through a call.
+inline void copy_bytes(void *dst, const void *src, std::size_t n) noexcept {
+    auto *d = static_cast<uint8_t *>(dst);
+    const auto *s = static_cast<const uint8_t *>(src);
+    if (n >= 8 && n <= 16) {
+        uint64_t a, b;
+        std::memcpy(&a, s, 8);
+        std::memcpy(&b, s + n - 8, 8);
+        std::memcpy(d, &a, 8);
+        std::memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4 && n < 8) {
+        uint32_t a, b;
+        std::memcpy(&a, s, 4);
+        std::memcpy(&b, s + n - 4, 4);
+        std::memcpy(d, &a, 4);
+        std::memcpy(d + n - 4, &b, 4);
+    } else {
+        copy_bytes_call(d, s, n);
+    }
 }
 
 /// Packed size and, for a contiguous layout, the address of the first byte.

@@ -5,6 +5,7 @@
 // the communicator table, pending work).
 #include "pml_roce_internal.h"
 
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 
@@ -13,6 +14,7 @@
 #include "ompi/runtime/mpiruntime.h"
 #include "opal/class/opal_bitmap.h"
 #include "opal/mca/btl/base/base.h"
+#include "opal/runtime/opal_progress.h"
 
 namespace roce::pml {
 
@@ -84,12 +86,19 @@ void log_counters(const char *when) noexcept {
     opal_output_verbose(10, output(),
                         "pml roce [%s]: %s: duplicates dropped: %" PRIu64 " FRAG, %" PRIu64
                         " ACK/FIN, %" PRIu64 " match; refused: %" PRIu64 " headers, %" PRIu64
-                        " request ids, %" PRIu64 " FRAG ranges",
+                        " request ids, %" PRIu64 " FRAG ranges, %" PRIu64 " EXT",
                         host_name(), when, c.dup_frags, c.dup_answers, c.dup_matches,
-                        c.bad_headers, c.bad_ids, c.bad_frags);
+                        c.bad_headers, c.bad_ids, c.bad_frags, c.bad_ext);
+    if (roce::compat::kExtendedIds) {
+        opal_output_verbose(10, output(),
+                            "pml roce [%s]: %s: extended ids: %" PRIu64 " messages sent with an EXT "
+                            "header, %" PRIu64 " answers sent, %" PRIu64 " arrived before their "
+                            "communicator",
+                            host_name(), when, c.ext_sent, c.ext_answers, c.ext_early);
+    }
 }
 
-bool CommTable::publish(uint16_t ctx, PmlComm *pc) noexcept {
+bool CommTable::publish(uint32_t ctx, PmlComm *pc) noexcept {
     PmlComm **chunk = top_[ctx >> 8];
     if (chunk == nullptr) {
         chunk = static_cast<PmlComm **>(calloc(256, sizeof(PmlComm *)));
@@ -127,6 +136,10 @@ void comm_clear(PmlComm *pc) noexcept {
     }
     pc->matcher.reset();
     pc->send_seq.reset();
+    pc->peer_ctx.reset();
+    pc->plain = true;
+    pc->global = true;
+    pc->excid[0] = pc->excid[1] = 0;
     pc->comm = nullptr;
 }
 
@@ -263,6 +276,7 @@ int register_callbacks() noexcept {
         {wire::Kind::kAck, roce::compat::recv_cb<mca_pml_roce_cb_ack>},
         {wire::Kind::kFrag, roce::compat::recv_cb<mca_pml_roce_cb_frag>},
         {wire::Kind::kFin, roce::compat::recv_cb<mca_pml_roce_cb_fin>},
+        {wire::Kind::kExt, roce::compat::recv_cb<mca_pml_roce_cb_ext>},
     };
     for (auto &c : cbs) {
         int rc = mca_bml.bml_register(wire::tag_of(c.kind), c.fn, nullptr);
@@ -285,6 +299,73 @@ std::size_t largest_fragment() noexcept {
         }
     }
     return (most + 63) & ~std::size_t{63};
+}
+
+// add_comm under g.early_lock: a PmlComm for `comm` (this process's index
+// `ctx`), with the messages that arrived before it existed, published.
+// Messages that arrived early become unexpected (or held) now; publishing
+// under the same lock means no arrival can slip between the transfer and
+// the table. Peers to answer (5.0, extended ids) go to `answers`.
+int install_comm(ompi_communicator_t *comm, uint32_t ctx, std::unique_ptr<match::CommMatcher> m,
+                 std::unique_ptr<uint32_t[]> seq, std::vector<int32_t> &answers,
+                 PmlComm **out) noexcept {
+    Guard early(&g.early_lock);
+    PmlComm *pc = comm_take_from_pool();
+    if (pc == nullptr) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    // The object is retired (refs 0): no lookup uses these fields until the
+    // release store of refs below.
+    pc->matcher = std::move(m);
+    pc->send_seq = std::move(seq);
+    pc->comm = comm;
+    pc->ctx = ctx;
+    pc->my_rank = comm->c_my_rank;
+    pc->remote_size = comm->c_remote_group->grp_proc_count;
+    // 5.0: no global index, or an index above 16 bits.
+    uint32_t waiting_key = 0;
+    if (roce::compat::kExtendedIds && (!roce::compat::comm_has_global_index(comm) || ctx > 0xffff)) {
+        int rc = ext_add_comm(pc, comm, &waiting_key, answers);
+        if (rc != OMPI_SUCCESS) {
+            comm_retire_locked(pc);
+            return rc;
+        }
+    }
+    __atomic_store_n(&pc->refs, 1, __ATOMIC_RELEASE); // the table's reference
+    {
+        Guard lock(&pc->lock);
+        auto rejected = [&](void *payload, match::Verdict v, const roce::util::Status &why) {
+            if (v == match::Verdict::kDuplicate) {
+                count(&g.counters.dup_matches);
+                opal_output_verbose(50, output(), "pml roce [%s]: dropped a duplicate: %s",
+                                    host_name(), why.message().c_str());
+            } else if (should_log(&g.counters.bad_headers)) {
+                report("refused message", "error: %s; message dropped", why.message().c_str());
+            }
+            kept_free(static_cast<Kept *>(payload));
+        };
+        roce::util::Status s = g.early->transfer(pc->ctx, *pc->matcher, rejected);
+        (void)s;
+        if (waiting_key != 0) {
+            // Messages by extended id that arrived before the communicator
+            // existed, in arrival order (sequence numbers order them with
+            // the others).
+            s = g.early->transfer(waiting_key, *pc->matcher, rejected);
+            (void)s;
+        }
+    }
+    if (!g.comms.publish(pc->ctx, pc)) {
+        ext_del_comm(pc);
+        // A stale lookup may have taken a reference meanwhile; then it
+        // retires the object when it is done.
+        if (add_fetch32(&pc->refs, -1) == 0) {
+            comm_retire_locked(pc);
+        }
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    comm->c_pml_comm = reinterpret_cast<mca_pml_comm_t *>(pc);
+    *out = pc;
+    return OMPI_SUCCESS;
 }
 
 } // namespace
@@ -314,14 +395,15 @@ int mca_pml_roce_enable(bool enable) noexcept {
               init_list(&g.getops, sizeof(GetOp), OBJ_CLASS(mca_pml_roce_getop_t)) &&
               init_list(&g.ctrls, sizeof(Ctrl), OBJ_CLASS(mca_pml_roce_ctrl_t));
     g.early = new (std::nothrow) match::EarlyArrivals();
-    if (!ok || g.early == nullptr) {
+    g.excids = new (std::nothrow) excid::ExcIdTable();
+    if (!ok || g.early == nullptr || g.excids == nullptr) {
         report("resource", "error: out of memory while enabling");
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     int rc = register_callbacks();
     if (rc != OMPI_SUCCESS) {
         report("internal error", "error: registering the pml's btl tags 0x%02x..0x%02x failed (%d)",
-               wire::tag_of(wire::Kind::kMatch), wire::tag_of(wire::Kind::kFin), rc);
+               wire::tag_of(wire::Kind::kMatch), wire::tag_of(wire::Kind::kExt), rc);
         return rc;
     }
     g.enabled = true;
@@ -384,7 +466,9 @@ int mca_pml_roce_progress(void) noexcept {
 
 int mca_pml_roce_add_comm(ompi_communicator_t *comm) noexcept {
     const uint32_t cid = roce::compat::comm_cid(comm);
-    if (cid > 65535) {
+    if (cid > roce::compat::kMaxContextId) {
+        report("resource", "error: communicator %s has index %u, above pml_max_contextid %u",
+               comm->c_name, cid, roce::compat::kMaxContextId);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     int32_t size = comm->c_remote_group->grp_proc_count;
@@ -395,50 +479,25 @@ int mca_pml_roce_add_comm(ompi_communicator_t *comm) noexcept {
                m ? "out of memory" : m.status().message().c_str());
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    const auto ctx = static_cast<uint16_t>(cid);
-    // Messages that arrived before this communicator existed become
-    // unexpected (or held) now; publishing under the same lock means no
-    // arrival can slip between the transfer and the table.
-    Guard early(&g.early_lock);
-    PmlComm *pc = comm_take_from_pool();
-    if (pc == nullptr) {
-        return OMPI_ERR_OUT_OF_RESOURCE;
-    }
-    // The object is retired (refs 0): no lookup uses these fields until the
-    // release store of refs below.
-    pc->matcher = std::move(m.value());
-    pc->send_seq = std::move(seq);
-    pc->comm = comm;
-    pc->ctx = ctx;
-    pc->my_rank = comm->c_my_rank;
-    pc->remote_size = size;
-    __atomic_store_n(&pc->refs, 1, __ATOMIC_RELEASE); // the table's reference
-    {
-        Guard lock(&pc->lock);
-        roce::util::Status s = g.early->transfer(
-            pc->ctx, *pc->matcher,
-            [&](void *payload, match::Verdict v, const roce::util::Status &why) {
-                if (v == match::Verdict::kDuplicate) {
-                    count(&g.counters.dup_matches);
-                    opal_output_verbose(50, output(), "pml roce [%s]: dropped a duplicate: %s",
-                                        host_name(), why.message().c_str());
-                } else if (should_log(&g.counters.bad_headers)) {
-                    report("refused message", "error: %s; message dropped", why.message().c_str());
-                }
-                kept_free(static_cast<Kept *>(payload));
-            });
-        (void)s;
-    }
-    if (!g.comms.publish(pc->ctx, pc)) {
-        // A stale lookup may have taken a reference meanwhile; then it
-        // retires the object when it is done.
-        if (add_fetch32(&pc->refs, -1) == 0) {
-            comm_retire_locked(pc);
+    if (roce::compat::kExtendedIds && OPAL_UNLIKELY(g.ext_delay_ms > 0) &&
+        !roce::compat::comm_has_global_index(comm) &&
+        ompi_proc_local()->super.proc_name.vpid % 2 == 0) {
+        // pml_roce_test_ext_delay: progress for that long before the
+        // communicator exists here, as another thread of this process could
+        // (MPI_THREAD_MULTIPLE); the peers' first messages on it (Open MPI's
+        // barrier at creation) arrive meanwhile and must wait for it.
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(g.ext_delay_ms);
+        while (std::chrono::steady_clock::now() < end) {
+            opal_progress();
         }
-        return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    comm->c_pml_comm = reinterpret_cast<mca_pml_comm_t *>(pc);
-    return OMPI_SUCCESS;
+    std::vector<int32_t> answers;
+    PmlComm *pc = nullptr;
+    int rc = install_comm(comm, cid, std::move(m.value()), std::move(seq), answers, &pc);
+    if (rc == OMPI_SUCCESS && !answers.empty()) {
+        ext_send_answers(pc, answers);
+    }
+    return rc;
 }
 
 int mca_pml_roce_del_comm(ompi_communicator_t *comm) noexcept {
@@ -449,6 +508,7 @@ int mca_pml_roce_del_comm(ompi_communicator_t *comm) noexcept {
     {
         Guard early(&g.early_lock);
         (void)g.comms.publish(pc->ctx, nullptr);
+        ext_del_comm(pc);
     }
     comm->c_pml_comm = nullptr;
     // The table's reference. An arrival in another thread that looked the
@@ -538,6 +598,8 @@ void pml_teardown() noexcept {
         delete g.early;
         g.early = nullptr;
     }
+    delete g.excids;
+    g.excids = nullptr;
     g.comms.clear();
     // Every PmlComm ever made: retired ones sit in the pool; one still
     // published here was never freed by Open MPI.

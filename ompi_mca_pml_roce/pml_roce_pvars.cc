@@ -75,6 +75,10 @@ const Def kDefs[] = {
      [] { return load(g.counters.pipeline); }},
     {"refused_headers", "Protocol headers refused (malformed, unknown request id, outside the message)", MCA_BASE_PVAR_CLASS_COUNTER,
      [] { return load(g.counters.bad_headers) + load(g.counters.bad_ids) + load(g.counters.bad_frags); }},
+    {"ext_headers_sent", "Messages sent behind an EXT header (Open MPI 5.0: the receiver's index of the communicator unknown yet, or above 16 bits)", MCA_BASE_PVAR_CLASS_COUNTER,
+     [] { return load(g.counters.ext_sent); }},
+    {"ext_early_arrivals", "Messages by extended communicator id that arrived before this process created the communicator", MCA_BASE_PVAR_CLASS_COUNTER,
+     [] { return load(g.counters.ext_early); }},
     {"pending_requests", "Sends, gets and control messages waiting for BTL resources", MCA_BASE_PVAR_CLASS_LEVEL,
      [] { return static_cast<uint64_t>(__atomic_load_n(&g.pending_count, __ATOMIC_RELAXED)); }},
 };

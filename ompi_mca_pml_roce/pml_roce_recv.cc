@@ -51,7 +51,8 @@ namespace {
     r->flags = flags;
 }
 
-[[gnu::always_inline]] inline int recv_post(RecvRequest *r) noexcept {
+// Makes the request active: status reset, not complete.
+[[gnu::always_inline]] inline void recv_arm(RecvRequest *r) noexcept {
     mca_pml_base_request_t *b = &r->base.req_base;
     ompi_request_t *o = &b->req_ompi;
     o->req_status.MPI_SOURCE = MPI_ANY_SOURCE;
@@ -66,6 +67,11 @@ namespace {
         size_t zero = 0;
         opal_convertor_set_position(&b->req_convertor, &zero);
     }
+}
+
+[[gnu::always_inline]] inline int recv_post(RecvRequest *r) noexcept {
+    mca_pml_base_request_t *b = &r->base.req_base;
+    recv_arm(r);
     PmlComm *pc = r->pcomm;
     match::Posting p;
     {
@@ -83,6 +89,27 @@ namespace {
     return OMPI_SUCCESS;
 }
 
+// A request made and posted at once (irecv; recv into a non-contiguous
+// buffer); nullptr with *rc set when that fails.
+[[gnu::always_inline]] inline RecvRequest *recv_start_posted(void *buf, size_t count,
+                                                             ompi_datatype_t *dt, int src, int tag,
+                                                             ompi_communicator_t *comm,
+                                                             uint8_t flags, int *rc) noexcept {
+    RecvRequest *r = recv_request_alloc();
+    if (OPAL_UNLIKELY(r == nullptr)) {
+        *rc = OMPI_ERR_OUT_OF_RESOURCE;
+        return nullptr;
+    }
+    recv_request_init(r, buf, count, dt, src, tag, comm, flags);
+    r->refs = 2;
+    *rc = recv_post(r);
+    if (OPAL_UNLIKELY(*rc != OMPI_SUCCESS)) {
+        r->refs = 1;
+        recv_request_release(r);
+        return nullptr;
+    }
+    return r;
+}
 
 // Status of a message found by a probe (under the communicator lock: the
 // Kept item may be taken by another thread once the lock is released).
@@ -98,11 +125,15 @@ void probe_status(const match::Message &m, ompi_status_public_t *status) noexcep
     status->_ucount = k->kind == static_cast<uint8_t>(wire::Kind::kMatch) ? k->len : k->hdr.rndv.msg_len;
 }
 
-bool iprobe_once(int src, int tag, ompi_communicator_t *comm, ompi_status_public_t *status) noexcept {
+bool iprobe_once(int src, int tag, ompi_communicator_t *comm, ompi_status_public_t *status,
+                 int *rc) noexcept {
     PmlComm *pc = pml_comm(comm);
     Guard guard(&pc->lock);
     match::Probe p = pc->matcher->iprobe(src, tag);
     ++g.counters.match_attempts;
+    if (OPAL_UNLIKELY(p.verdict == match::Verdict::kNoMemory)) {
+        *rc = OMPI_ERR_OUT_OF_RESOURCE; // the wildcard's index could not be built
+    }
     if (p.found) {
         probe_status(p.message, status);
     }
@@ -125,6 +156,9 @@ bool improbe_once(int src, int tag, ompi_communicator_t *comm, ompi_message_t **
         p = pc->matcher->improbe(src, tag);
         ++g.counters.match_attempts;
     }
+    if (OPAL_UNLIKELY(p.verdict == match::Verdict::kNoMemory)) {
+        *rc = OMPI_ERR_OUT_OF_RESOURCE; // the wildcard's index could not be built
+    }
     if (!p.found) {
         ompi_message_return(msg);
         return false;
@@ -142,6 +176,21 @@ bool improbe_once(int src, int tag, ompi_communicator_t *comm, ompi_message_t **
     return true;
 }
 
+// Arms a fresh request `r` to receive from a message taken out of the
+// matcher (mprobe, or a blocking receive that found it) and delivers it.
+void recv_from_kept(RecvRequest *r, void *buf, size_t count, ompi_datatype_t *dt, int32_t src,
+                    ompi_communicator_t *comm, Kept *k, uint8_t flags) noexcept {
+    recv_request_init(r, buf, count, dt, src, k->hdr.match.tag, comm, flags);
+    r->refs = 2;
+    ompi_request_t *o = &r->base.req_base.req_ompi;
+    o->req_status.MPI_ERROR = MPI_SUCCESS;
+    o->req_status._cancelled = 0;
+    o->req_complete = REQUEST_PENDING;
+    o->req_state = OMPI_REQUEST_ACTIVE;
+    r->base.req_base.req_pml_complete = false;
+    deliver_kept(r, k);
+}
+
 // A receive for a message taken by mprobe: no posting, data from the copy.
 RecvRequest *mrecv_start(void *buf, size_t count, ompi_datatype_t *dt, ompi_message_t **message,
                          uint8_t flags) noexcept {
@@ -151,17 +200,11 @@ RecvRequest *mrecv_start(void *buf, size_t count, ompi_datatype_t *dt, ompi_mess
     if (r == nullptr) {
         return nullptr;
     }
-    recv_request_init(r, buf, count, dt, msg->peer, k->hdr.match.tag, msg->comm, flags);
-    r->refs = 2;
-    ompi_request_t *o = &r->base.req_base.req_ompi;
-    o->req_status.MPI_ERROR = MPI_SUCCESS;
-    o->req_status._cancelled = 0;
-    o->req_complete = REQUEST_PENDING;
-    o->req_state = OMPI_REQUEST_ACTIVE;
-    r->base.req_base.req_pml_complete = false;
+    ompi_communicator_t *comm = msg->comm;
+    int32_t src = msg->peer;
     *message = MPI_MESSAGE_NULL;
     ompi_message_return(msg);
-    deliver_kept(r, k);
+    recv_from_kept(r, buf, count, dt, src, comm, k, flags);
     return r;
 }
 
@@ -197,16 +240,9 @@ int mca_pml_roce_irecv_init(void *buf, size_t count, ompi_datatype_t *dt, int sr
 
 int mca_pml_roce_irecv(void *buf, size_t count, ompi_datatype_t *dt, int src, int tag,
                        ompi_communicator_t *comm, ompi_request_t **request) noexcept {
-    RecvRequest *r = recv_request_alloc();
+    int rc;
+    RecvRequest *r = recv_start_posted(buf, count, dt, src, tag, comm, 0, &rc);
     if (OPAL_UNLIKELY(r == nullptr)) {
-        return OMPI_ERR_OUT_OF_RESOURCE;
-    }
-    recv_request_init(r, buf, count, dt, src, tag, comm, 0);
-    r->refs = 2;
-    int rc = recv_post(r);
-    if (OPAL_UNLIKELY(rc != OMPI_SUCCESS)) {
-        r->refs = 1;
-        recv_request_release(r);
         return rc;
     }
     *request = &r->base.req_base.req_ompi;
@@ -215,35 +251,102 @@ int mca_pml_roce_irecv(void *buf, size_t count, ompi_datatype_t *dt, int src, in
 
 int mca_pml_roce_recv(void *buf, size_t count, ompi_datatype_t *dt, int src, int tag,
                       ompi_communicator_t *comm, ompi_status_public_t *status) noexcept {
-    RecvRequest *r = recv_request_alloc();
-    if (OPAL_UNLIKELY(r == nullptr)) {
-        return OMPI_ERR_OUT_OF_RESOURCE;
+    const char *start;
+    uint64_t capacity;
+    if (OPAL_UNLIKELY(!layout_of(dt, count, buf, &start, &capacity))) {
+        // Non-contiguous: a request with a convertor, posted at once.
+        int rc;
+        RecvRequest *r = recv_start_posted(buf, count, dt, src, tag, comm, kBlocking, &rc);
+        return OPAL_LIKELY(r != nullptr) ? wait_recv(r, status) : rc;
     }
-    recv_request_init(r, buf, count, dt, src, tag, comm, kBlocking);
-    r->refs = 2;
-    int rc = recv_post(r);
-    if (OPAL_UNLIKELY(rc != OMPI_SUCCESS)) {
-        r->refs = 1;
-        recv_request_release(r);
+    // Contiguous: the matcher makes the request only if the message is not
+    // here yet (it runs `make` under the communicator lock, before posting).
+    PmlComm *pc = pml_comm(comm);
+    // One capture (the arguments live in `a`): cheaper to set up than eight.
+    struct Args {
+        void *buf;
+        size_t count;
+        ompi_datatype_t *dt;
+        ompi_communicator_t *comm;
+        int src, tag;
+        RecvRequest *r;
+    } a{buf, count, dt, comm, src, tag, nullptr};
+    auto make = [pa = &a]() -> void * {
+        RecvRequest *r = recv_request_alloc();
+        if (OPAL_LIKELY(r != nullptr)) {
+            recv_request_init(r, pa->buf, pa->count, pa->dt, pa->src, pa->tag, pa->comm, kBlocking);
+            r->refs = 2;
+            recv_arm(r);
+        }
+        return pa->r = r;
+    };
+    match::Posting p;
+    {
+        Guard guard(&pc->lock);
+        p = pc->matcher->post(src, tag, make);
+        ++g.counters.match_attempts;
+        if (a.r != nullptr) {
+            a.r->handle = p.handle;
+        }
+    }
+    RecvRequest *r = a.r;
+    if (OPAL_UNLIKELY(p.verdict != match::Verdict::kOk)) {
+        return p.verdict == match::Verdict::kNoMemory ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_ERR_BAD_PARAM;
+    }
+    if (!p.matched) {
+        return wait_recv(r, status); // posted
+    }
+    auto *k = static_cast<Kept *>(p.message.payload);
+    if (OPAL_LIKELY(k->kind == static_cast<uint8_t>(wire::Kind::kMatch))) {
+        // An eager message that was waiting: copy it out, no request at all.
+        std::size_t n = k->len < capacity ? k->len : static_cast<std::size_t>(capacity);
+        copy_bytes(const_cast<char *>(start), k->data, n);
+        int rc = OPAL_UNLIKELY(k->len > capacity) ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+        if (status != MPI_STATUS_IGNORE) {
+            status->MPI_SOURCE = k->hdr.match.src;
+            status->MPI_TAG = k->hdr.match.tag;
+            status->MPI_ERROR = rc;
+            status->_cancelled = 0;
+            status->_ucount = n;
+        }
+        kept_free(k);
         return rc;
     }
+    // A rendezvous header that was waiting: the protocol needs a request.
+    r = recv_request_alloc();
+    if (OPAL_UNLIKELY(r == nullptr)) {
+        fatal("out of memory for the request of a receive that matched a rendezvous message "
+              "from rank %d (tag %d) on communicator %u", k->hdr.match.src, k->hdr.match.tag,
+              pc->ctx);
+    }
+    recv_from_kept(r, buf, count, dt, k->hdr.match.src, comm, k, kBlocking);
     return wait_recv(r, status);
 }
 
 int mca_pml_roce_iprobe(int src, int tag, ompi_communicator_t *comm, int *matched,
                         ompi_status_public_t *status) noexcept {
-    if (iprobe_once(src, tag, comm, status)) {
-        *matched = 1;
+    int rc = OMPI_SUCCESS;
+    *matched = 1;
+    if (iprobe_once(src, tag, comm, status, &rc)) {
         return OMPI_SUCCESS;
     }
-    opal_progress();
-    *matched = iprobe_once(src, tag, comm, status) ? 1 : 0;
-    return OMPI_SUCCESS;
+    if (rc == OMPI_SUCCESS) {
+        opal_progress();
+        if (iprobe_once(src, tag, comm, status, &rc)) {
+            return OMPI_SUCCESS;
+        }
+    }
+    *matched = 0;
+    return rc;
 }
 
 int mca_pml_roce_probe(int src, int tag, ompi_communicator_t *comm,
                        ompi_status_public_t *status) noexcept {
-    while (!iprobe_once(src, tag, comm, status)) {
+    int rc = OMPI_SUCCESS;
+    while (!iprobe_once(src, tag, comm, status, &rc)) {
+        if (rc != OMPI_SUCCESS) {
+            return rc;
+        }
         opal_progress();
     }
     return OMPI_SUCCESS;

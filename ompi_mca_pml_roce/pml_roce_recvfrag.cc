@@ -37,6 +37,12 @@ bool pieces_of(const roce::compat::RecvDesc *des, std::size_t skip, Pieces &out)
     return true;
 }
 
+void copy_bytes_call(uint8_t *dst, const uint8_t *src, std::size_t n) noexcept {
+    if (n != 0) {
+        std::memcpy(dst, src, n);
+    }
+}
+
 void copy_pieces(uint8_t *dst, const Pieces &pc, std::size_t n) noexcept {
     for (int i = 0; i < pc.count && n > 0; ++i) {
         std::size_t k = pc.piece[i].n < n ? pc.piece[i].n : n;
@@ -154,9 +160,9 @@ std::size_t header_size(uint8_t kind) noexcept {
 }
 
 // Copies an arrived fragment so the matcher can keep it; nullptr when out of
-// memory.
-Kept *keep_copy(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
-                const Pieces &data) noexcept {
+// memory. Inlined into the arrival paths (keep_copy for pml_roce_ext.cc).
+inline Kept *keep_copy_inl(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
+                           const Pieces &data) noexcept {
     Kept *k = kept_alloc(data.total);
     if (OPAL_UNLIKELY(k == nullptr)) {
         return nullptr;
@@ -168,6 +174,15 @@ Kept *keep_copy(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
     copy_pieces(k->data, data, data.total);
     return k;
 }
+
+} // namespace
+
+Kept *keep_copy(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
+                const Pieces &data) noexcept {
+    return keep_copy_inl(btl, kind, hdr, data);
+}
+
+namespace {
 
 // A match header the matcher refused: a sequence number received already is
 // a duplicate (counted, verbose 50); anything else is malformed (counted,
@@ -216,14 +231,14 @@ void drain_ready(PmlComm *pc, int32_t src) noexcept {
 // Holds a fragment for a communicator this process has not created yet and
 // returns nullptr; when the communicator appeared meanwhile, returns it with
 // a reference taken (the caller matches the fragment there).
-PmlComm *hold_early(uint16_t ctx, mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
+PmlComm *hold_early(uint32_t ctx, mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
                     const wire::MatchHdr &m, const Pieces &data) noexcept {
     Guard guard(&g.early_lock);
     PmlComm *pc = g.comms.acquire(ctx);
     if (pc != nullptr) {
         return pc;
     }
-    Kept *k = keep_copy(btl, kind, hdr, data);
+    Kept *k = keep_copy_inl(btl, kind, hdr, data);
     if (k == nullptr || !g.early->hold(ctx, match::Envelope{m.src, m.tag, m.seq}, k).is_ok()) {
         fatal("out of memory holding a message for communicator %u (not created yet)", ctx);
     }
@@ -231,20 +246,27 @@ PmlComm *hold_early(uint16_t ctx, mca_btl_base_module_t *btl, uint8_t kind, cons
     return nullptr;
 }
 
+} // namespace
+
 // Matches one decoded match-type fragment. The reference on the
 // communicator is held until the end: a delivery may complete the last
 // request that kept the communicator alive, and drain_ready still uses it.
-inline void incoming(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
-                     const wire::MatchHdr &m, const Pieces &data) noexcept {
-    CommRef pc(g.comms.acquire(m.ctx));
+void incoming(uint32_t ctx, mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
+              const wire::MatchHdr &m, const Pieces &data) noexcept {
+    CommRef pc(g.comms.acquire(ctx));
     if (OPAL_UNLIKELY(!pc)) {
-        pc.reset(hold_early(m.ctx, btl, kind, hdr, m, data));
+        pc.reset(hold_early(ctx, btl, kind, hdr, m, data));
         if (!pc) {
             return;
         }
     }
+    incoming_on(pc.get(), btl, kind, hdr, m, data);
+}
+
+void incoming_on(PmlComm *pc, mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
+                 const wire::MatchHdr &m, const Pieces &data) noexcept {
     const match::Envelope env{m.src, m.tag, m.seq};
-    auto keep = [&]() -> void * { return keep_copy(btl, kind, hdr, data); };
+    auto keep = [&]() -> void * { return keep_copy_inl(btl, kind, hdr, data); };
     match::Arrival a;
     {
         Guard guard(&pc->lock);
@@ -254,13 +276,15 @@ inline void incoming(mca_btl_base_module_t *btl, uint8_t kind, const void *hdr,
     if (OPAL_LIKELY(a.kind == match::ArrivalKind::kMatched)) {
         deliver(static_cast<RecvRequest *>(a.request), kind, hdr, data, btl);
     } else if (a.kind == match::ArrivalKind::kRejected) {
-        log_refusal(pc.get(), env, a.verdict);
+        log_refusal(pc, env, a.verdict);
         return;
     }
     if (OPAL_UNLIKELY(a.more_ready)) {
-        drain_ready(pc.get(), m.src);
+        drain_ready(pc, m.src);
     }
 }
+
+namespace {
 
 // The eager fast path: one segment, a valid header, a communicator that
 // exists, a posted contiguous receive that takes it on arrival. Everything
@@ -282,14 +306,23 @@ inline bool fast_match(mca_btl_base_module_t *btl, const roce::compat::RecvDesc 
     }
     const auto *data = static_cast<const uint8_t *>(s.seg_addr.pval) + sizeof h;
     const std::size_t len = s.seg_len - sizeof h;
-    auto keep = [&]() -> void * {
-        Pieces pcs;
-        if (len > 0) {
-            pcs.piece[0] = {data, len};
-            pcs.count = 1;
+    // keep_copy for one segment; one capture (cheaper to set up than four)
+    struct KeepArgs {
+        mca_btl_base_module_t *btl;
+        const wire::MatchHdr *h;
+        const uint8_t *data;
+        std::size_t len;
+    } ka{btl, &h, data, len};
+    auto keep = [pk = &ka]() -> void * {
+        Kept *k = kept_alloc(pk->len);
+        if (OPAL_LIKELY(k != nullptr)) {
+            k->btl = pk->btl;
+            k->kind = static_cast<uint8_t>(wire::Kind::kMatch);
+            k->hdr.match = *pk->h;
+            k->len = pk->len;
+            copy_bytes(k->data, pk->data, pk->len);
         }
-        pcs.total = len;
-        return keep_copy(btl, static_cast<uint8_t>(wire::Kind::kMatch), &h, pcs);
+        return k;
     };
     match::Arrival a;
     {
@@ -301,7 +334,7 @@ inline bool fast_match(mca_btl_base_module_t *btl, const roce::compat::RecvDesc 
         auto *r = static_cast<RecvRequest *>(a.request);
         if (OPAL_LIKELY(r->flags & kContig)) {
             std::size_t n = len < r->capacity ? len : static_cast<std::size_t>(r->capacity);
-            std::memcpy(r->contig, data, n);
+            copy_bytes(r->contig, data, n);
             recv_finish(r, h.src, h.tag, len, n);
         } else {
             Pieces pcs;
@@ -345,7 +378,7 @@ void mca_pml_roce_cb_match(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
         reject_header(tag, des, d != wire::Defect::kNone ? d : wire::Defect::kLength);
         return;
     }
-    incoming(btl, static_cast<uint8_t>(wire::Kind::kMatch), &h, h, data);
+    incoming(h.ctx, btl, static_cast<uint8_t>(wire::Kind::kMatch), &h, h, data);
 }
 
 void mca_pml_roce_cb_rndv(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
@@ -361,7 +394,7 @@ void mca_pml_roce_cb_rndv(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
         reject_header(tag, des, d);
         return;
     }
-    incoming(btl, static_cast<uint8_t>(wire::Kind::kRndv), &h, h.match, data);
+    incoming(h.match.ctx, btl, static_cast<uint8_t>(wire::Kind::kRndv), &h, h.match, data);
 }
 
 void mca_pml_roce_cb_rget(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
@@ -377,7 +410,7 @@ void mca_pml_roce_cb_rget(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
         reject_header(tag, des, d);
         return;
     }
-    incoming(btl, static_cast<uint8_t>(wire::Kind::kRget), &h, h.rndv.match, data);
+    incoming(h.rndv.match.ctx, btl, static_cast<uint8_t>(wire::Kind::kRget), &h, h.rndv.match, data);
 }
 
 } // extern "C"

@@ -156,10 +156,8 @@ void send_request_complete(SendRequest *r) noexcept {
     send_request_release(r);
 }
 
-Kept *kept_alloc(std::size_t bytes) noexcept {
-    opal_free_list_t *home = bytes <= kKeptSmall            ? &g.kept_small
-                             : bytes <= g.kept_large_bytes ? &g.kept_large
-                                                           : nullptr;
+Kept *kept_alloc_large(std::size_t bytes) noexcept {
+    opal_free_list_t *home = bytes <= g.kept_large_bytes ? &g.kept_large : nullptr;
     Kept *k;
     if (OPAL_LIKELY(home != nullptr)) {
         k = reinterpret_cast<Kept *>(opal_free_list_get(home));
@@ -177,14 +175,6 @@ Kept *kept_alloc(std::size_t bytes) noexcept {
     }
     k->home = home;
     return k;
-}
-
-void kept_free(Kept *k) noexcept {
-    if (k->home != nullptr) {
-        opal_free_list_return(k->home, &k->super);
-    } else {
-        free(k);
-    }
 }
 
 } // namespace roce::pml

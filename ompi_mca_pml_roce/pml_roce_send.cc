@@ -35,20 +35,34 @@ inline uint16_t next_seq(PmlComm *pc, int dst) noexcept {
     return static_cast<uint16_t>(__atomic_fetch_add(p, 1, __ATOMIC_RELAXED));
 }
 
-// Eager send of contiguous bytes without a request.
+// Bytes of EXT header before a match-type header carrying `ctx`
+// (header_ctx()); always 0 under 4.1.
+inline std::size_t ext_bytes(uint32_t ctx) noexcept {
+    return roce::compat::kExtendedIds && OPAL_UNLIKELY(ctx == kNeedExt) ? sizeof(wire::ExtHdr) : 0;
+}
+
+// The btl tag of a match-type message of `kind`, behind `ext` EXT bytes.
+inline uint8_t match_tag(wire::Kind kind, std::size_t ext) noexcept {
+    return wire::tag_of(ext != 0 ? wire::Kind::kExt : kind);
+}
+
+// Eager send of contiguous bytes to rank `dst` without a request; the
+// caller made sure its header_ctx() is not kNeedExt (those go through a
+// request).
 inline Eager eager_contig(PmlComm *pc, mca_bml_base_endpoint_t *ep, const char *data,
-                          uint64_t bytes, int tag, uint16_t seq) noexcept {
+                          uint64_t bytes, int dst, int tag, uint16_t seq) noexcept {
     mca_bml_base_btl_t *bml = mca_bml_base_btl_array_get_next(&ep->btl_eager);
     mca_btl_base_module_t *btl = bml->btl;
     if (bytes > eager_room(btl, sizeof(wire::MatchHdr))) {
         return Eager::kTooBig;
     }
-    const wire::MatchHdr h = wire::make_match(pc->ctx, seq, pc->my_rank, tag);
+    const wire::MatchHdr h =
+        wire::make_match(static_cast<uint16_t>(header_ctx(pc, dst)), seq, pc->my_rank, tag);
     const std::size_t len = sizeof h + bytes;
     if (bytes <= kInlineMax && btl->btl_sendi != nullptr) {
         alignas(8) uint8_t buf[sizeof(wire::MatchHdr) + kInlineMax];
         std::memcpy(buf, &h, sizeof h);
-        std::memcpy(buf + sizeof h, data, bytes);
+        copy_bytes(buf + sizeof h, data, bytes);
         int rc = btl->btl_sendi(btl, bml->btl_endpoint, &g.empty_convertor, buf, len, 0,
                                 MCA_BTL_NO_ORDER,
                                 MCA_BTL_DES_FLAGS_PRIORITY | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP,
@@ -66,7 +80,7 @@ inline Eager eager_contig(PmlComm *pc, mca_bml_base_endpoint_t *ep, const char *
     }
     auto *p = static_cast<uint8_t *>(des->des_segments[0].seg_addr.pval);
     std::memcpy(p, &h, sizeof h);
-    std::memcpy(p + sizeof h, data, bytes);
+    copy_bytes(p + sizeof h, data, bytes);
     des->des_cbfunc = noop_completion;
     if (OPAL_LIKELY(mca_bml_base_send(bml, des, wire::tag_of(wire::Kind::kMatch)) >= 0)) {
         ++g.counters.eager_copy;
@@ -107,26 +121,33 @@ void pack_at(SendRequest *r, uint64_t off, uint8_t *dst, std::size_t n) noexcept
     opal_convertor_pack(conv, &iov, &cnt, &max);
 }
 
-// Eager send for a request (non-contiguous data, or a retry).
+// Eager send for a request (non-contiguous data, a retry, or a receiver
+// whose index needs an EXT header).
 Eager eager_req(SendRequest *r) noexcept {
     mca_bml_base_btl_t *bml = mca_bml_base_btl_array_get_next(&r->ep->btl_eager);
     mca_btl_base_module_t *btl = bml->btl;
-    if (r->total > eager_room(btl, sizeof(wire::MatchHdr))) {
+    mca_pml_base_request_t *b = &r->base.req_base;
+    const uint32_t ctx = header_ctx(r->pcomm, b->req_peer);
+    const std::size_t ext = ext_bytes(ctx);
+    if (r->total > eager_room(btl, ext + sizeof(wire::MatchHdr))) {
         return Eager::kTooBig;
     }
-    mca_pml_base_request_t *b = &r->base.req_base;
-    const wire::MatchHdr h = wire::make_match(r->pcomm->ctx, r->seq, r->pcomm->my_rank, b->req_tag);
+    const wire::MatchHdr h = wire::make_match(ext != 0 ? 0 : static_cast<uint16_t>(ctx), r->seq,
+                                              r->pcomm->my_rank, b->req_tag);
     mca_btl_base_descriptor_t *des =
-        btl->btl_alloc(btl, bml->btl_endpoint, MCA_BTL_NO_ORDER, sizeof h + r->total,
+        btl->btl_alloc(btl, bml->btl_endpoint, MCA_BTL_NO_ORDER, ext + sizeof h + r->total,
                        MCA_BTL_DES_FLAGS_PRIORITY | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
     if (des == nullptr) {
         return Eager::kBusy;
     }
     auto *p = static_cast<uint8_t *>(des->des_segments[0].seg_addr.pval);
-    std::memcpy(p, &h, sizeof h);
-    pack_at(r, 0, p + sizeof h, r->total);
+    if (ext != 0) {
+        write_ext(r->pcomm, b->req_peer, wire::Kind::kMatch, p);
+    }
+    std::memcpy(p + ext, &h, sizeof h);
+    pack_at(r, 0, p + ext + sizeof h, r->total);
     des->des_cbfunc = noop_completion;
-    if (mca_bml_base_send(bml, des, wire::tag_of(wire::Kind::kMatch)) >= 0) {
+    if (mca_bml_base_send(bml, des, match_tag(wire::Kind::kMatch, ext)) >= 0) {
         return Eager::kSent;
     }
     btl->btl_free(btl, des);
@@ -138,13 +159,15 @@ Eager eager_req(SendRequest *r) noexcept {
 // a handle that fits, and room for header + handle in one fragment.
 mca_bml_base_btl_t *rget_btl(SendRequest *r) noexcept {
     mca_bml_base_btl_array_t *arr = &r->ep->btl_rdma;
+    // Room for an EXT header in front, should the receiver's index need one.
+    const std::size_t ext = roce::compat::kExtendedIds && !r->pcomm->plain ? sizeof(wire::ExtHdr) : 0;
     for (size_t i = 0; i < arr->arr_size; ++i) {
         mca_bml_base_btl_t *bml = &arr->bml_btls[i];
         mca_btl_base_module_t *btl = bml->btl;
         uint32_t need = MCA_BTL_FLAGS_GET | MCA_BTL_FLAGS_SEND;
         if ((btl->btl_flags & need) != need || btl->btl_get == nullptr ||
             btl->btl_registration_handle_size > wire::kMaxHandle ||
-            sizeof(wire::RgetHdr) + btl->btl_registration_handle_size > btl->btl_eager_limit) {
+            ext + sizeof(wire::RgetHdr) + btl->btl_registration_handle_size > btl->btl_eager_limit) {
             continue;
         }
         return bml;
@@ -182,26 +205,33 @@ bool register_for_rget(SendRequest *r, mca_bml_base_btl_t *bml) noexcept {
 bool send_header(SendRequest *r) noexcept {
     mca_pml_base_request_t *b = &r->base.req_base;
     PmlComm *pc = r->pcomm;
+    const uint32_t ctx = header_ctx(pc, b->req_peer);
+    const std::size_t ext = ext_bytes(ctx);
+    const auto hctx = static_cast<uint16_t>(ext != 0 ? 0 : ctx);
     if (r->rdma_bml != nullptr) {
         mca_bml_base_btl_t *bml = r->rdma_bml;
         mca_btl_base_module_t *btl = bml->btl;
         uint16_t hlen = r->reg != nullptr ? static_cast<uint16_t>(btl->btl_registration_handle_size) : 0;
         mca_btl_base_descriptor_t *des =
-            btl->btl_alloc(btl, bml->btl_endpoint, MCA_BTL_NO_ORDER, sizeof(wire::RgetHdr) + hlen,
+            btl->btl_alloc(btl, bml->btl_endpoint, MCA_BTL_NO_ORDER, ext + sizeof(wire::RgetHdr) + hlen,
                            MCA_BTL_DES_FLAGS_PRIORITY | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
         if (des == nullptr) {
             return false;
         }
-        wire::RgetHdr h = wire::make_rget(pc->ctx, r->seq, pc->my_rank, b->req_tag, r->total, r->id,
+        wire::RgetHdr h = wire::make_rget(hctx, r->seq, pc->my_rank, b->req_tag, r->total, r->id,
                                           reinterpret_cast<uint64_t>(r->contig), hlen);
         auto *p = static_cast<uint8_t *>(des->des_segments[0].seg_addr.pval);
+        if (ext != 0) {
+            write_ext(pc, b->req_peer, wire::Kind::kRget, p);
+            p += ext;
+        }
         std::memcpy(p, &h, sizeof h);
         if (hlen > 0) {
             std::memcpy(p + sizeof h, r->reg, hlen);
         }
         des->des_cbfunc = noop_completion;
         r->proto = static_cast<uint8_t>(SendProto::kWaitFin);
-        if (mca_bml_base_send(bml, des, wire::tag_of(wire::Kind::kRget)) >= 0) {
+        if (mca_bml_base_send(bml, des, match_tag(wire::Kind::kRget, ext)) >= 0) {
             return true;
         }
         btl->btl_free(btl, des);
@@ -210,21 +240,25 @@ bool send_header(SendRequest *r) noexcept {
     }
     mca_bml_base_btl_t *bml = mca_bml_base_btl_array_get_next(&r->ep->btl_eager);
     mca_btl_base_module_t *btl = bml->btl;
-    uint64_t room = eager_room(btl, sizeof(wire::RndvHdr));
+    uint64_t room = eager_room(btl, ext + sizeof(wire::RndvHdr));
     std::size_t inl = static_cast<std::size_t>(r->total < room ? r->total : room);
     mca_btl_base_descriptor_t *des =
-        btl->btl_alloc(btl, bml->btl_endpoint, MCA_BTL_NO_ORDER, sizeof(wire::RndvHdr) + inl,
+        btl->btl_alloc(btl, bml->btl_endpoint, MCA_BTL_NO_ORDER, ext + sizeof(wire::RndvHdr) + inl,
                        MCA_BTL_DES_FLAGS_PRIORITY | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
     if (des == nullptr) {
         return false;
     }
-    wire::RndvHdr h = wire::make_rndv(pc->ctx, r->seq, pc->my_rank, b->req_tag, r->total, r->id);
+    wire::RndvHdr h = wire::make_rndv(hctx, r->seq, pc->my_rank, b->req_tag, r->total, r->id);
     auto *p = static_cast<uint8_t *>(des->des_segments[0].seg_addr.pval);
+    if (ext != 0) {
+        write_ext(pc, b->req_peer, wire::Kind::kRndv, p);
+        p += ext;
+    }
     std::memcpy(p, &h, sizeof h);
     pack_at(r, 0, p + sizeof h, inl);
     des->des_cbfunc = noop_completion;
     r->proto = static_cast<uint8_t>(SendProto::kWaitAck);
-    if (mca_bml_base_send(bml, des, wire::tag_of(wire::Kind::kRndv)) >= 0) {
+    if (mca_bml_base_send(bml, des, match_tag(wire::Kind::kRndv, ext)) >= 0) {
         return true;
     }
     btl->btl_free(btl, des);
@@ -429,16 +463,20 @@ inline SendRequest *make_send(const void *buf, size_t count, ompi_datatype_t *dt
 }
 
 // The fast path of isend and send: a contiguous, non-synchronous message the
-// btl takes at once (inline or in one eager fragment). True when it was sent;
-// then no request is needed.
+// btl takes at once (inline or in one eager fragment), to a receiver whose
+// index fits a MATCH header. True when it was sent; then no request is
+// needed.
 inline bool send_eager_now(PmlComm *pc, mca_bml_base_endpoint_t *ep, const void *buf,
-                           size_t count, ompi_datatype_t *dt, int tag,
+                           size_t count, ompi_datatype_t *dt, int dst, int tag,
                            mca_pml_base_send_mode_t mode, uint16_t seq) noexcept {
     const char *start;
     uint64_t bytes;
+    if (roce::compat::kExtendedIds && OPAL_UNLIKELY(header_ctx(pc, dst) == kNeedExt)) {
+        return false;
+    }
     return OPAL_LIKELY(layout_of(dt, count, buf, &start, &bytes) &&
                        mode != MCA_PML_BASE_SEND_SYNCHRONOUS) &&
-           OPAL_LIKELY(eager_contig(pc, ep, start, bytes, tag, seq) == Eager::kSent);
+           OPAL_LIKELY(eager_contig(pc, ep, start, bytes, dst, tag, seq) == Eager::kSent);
 }
 
 inline void activate(SendRequest *r) noexcept {
@@ -481,7 +519,7 @@ int mca_pml_roce_isend(const void *buf, size_t count, ompi_datatype_t *dt, int d
         return unreachable(comm, dst, proc);
     }
     uint16_t seq = next_seq(pc, dst);
-    if (send_eager_now(pc, ep, buf, count, dt, tag, mode, seq)) {
+    if (send_eager_now(pc, ep, buf, count, dt, dst, tag, mode, seq)) {
         // Nothing left to do: MPI allows the empty request here (only a
         // send's cancelled flag is defined, and it cannot be set now).
         *request = &ompi_request_empty;
@@ -513,7 +551,7 @@ int mca_pml_roce_send(const void *buf, size_t count, ompi_datatype_t *dt, int ds
         return unreachable(comm, dst, proc);
     }
     uint16_t seq = next_seq(pc, dst);
-    if (send_eager_now(pc, ep, buf, count, dt, tag, mode, seq)) {
+    if (send_eager_now(pc, ep, buf, count, dt, dst, tag, mode, seq)) {
         return OMPI_SUCCESS;
     }
     // A buffered send may complete before its data is sent: it needs a

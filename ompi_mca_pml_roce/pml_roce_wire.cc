@@ -13,6 +13,7 @@ const char *kind_name(uint8_t kind) noexcept {
     case 4: return "ACK";
     case 5: return "FRAG";
     case 6: return "FIN";
+    case 7: return "EXT";
     default: return "?";
     }
 }
@@ -31,6 +32,8 @@ const char *defect_name(Defect d) noexcept {
     case Defect::kHandle: return "bad registration handle length";
     case Defect::kOffset: return "offset or size out of range";
     case Defect::kStatus: return "undefined status";
+    case Defect::kContext: return "communicator index out of range";
+    case Defect::kInner: return "inner header inconsistent with the extended header";
     }
     return "?";
 }
@@ -198,6 +201,83 @@ FinHdr make_fin(uint64_t src_req, uint64_t size) noexcept {
     h.common = make_common(Kind::kFin);
     h.src_req = src_req;
     h.size = size;
+    return h;
+}
+
+std::size_t match_header_size(uint8_t kind) noexcept {
+    switch (kind) {
+    case static_cast<uint8_t>(Kind::kMatch): return sizeof(MatchHdr);
+    case static_cast<uint8_t>(Kind::kRndv): return sizeof(RndvHdr);
+    case static_cast<uint8_t>(Kind::kRget): return sizeof(RgetHdr);
+    default: return 0;
+    }
+}
+
+Defect decode_ext(const void *p, std::size_t n, std::size_t payload, ExtMsg &out) noexcept {
+    ExtHdr &e = out.ext;
+    if (!load(p, n, e)) {
+        return Defect::kShort;
+    }
+    if (e.common.kind != static_cast<uint8_t>(Kind::kExt)) {
+        return Defect::kKind;
+    }
+    if (e.common.version != kVersion) {
+        return Defect::kVersion;
+    }
+    if ((e.common.flags & ~kExtByIndex) != 0 || e.common.reserved != 0 ||
+        (e.reserved2[0] | e.reserved2[1] | e.reserved2[2]) != 0 || e.reserved3 != 0) {
+        return Defect::kFlags;
+    }
+    if (e.src < 0) {
+        return Defect::kSource;
+    }
+    const bool by_index = (e.common.flags & kExtByIndex) != 0;
+    if (e.src_ctx > kMaxContext || (by_index ? e.dst_ctx > kMaxContext : e.dst_ctx != 0)) {
+        return Defect::kContext;
+    }
+    const std::size_t inner = match_header_size(e.inner);
+    out.header_bytes = sizeof(ExtHdr) + inner;
+    if (e.inner == 0) { // an answer: nothing may follow
+        return n == sizeof(ExtHdr) && payload == 0 ? Defect::kNone : Defect::kLength;
+    }
+    if (inner == 0) {
+        return Defect::kInner;
+    }
+    const auto *q = static_cast<const uint8_t *>(p) + sizeof(ExtHdr);
+    const std::size_t m = n - sizeof(ExtHdr);
+    Defect d = Defect::kShort;
+    const MatchHdr *mh = &out.inner.match;
+    switch (static_cast<Kind>(e.inner)) {
+    case Kind::kMatch: d = decode_match(q, m, out.inner.match); break;
+    case Kind::kRndv: d = decode_rndv(q, m, payload, out.inner.rndv); mh = &out.inner.rndv.match; break;
+    default: d = decode_rget(q, m, payload, out.inner.rget); mh = &out.inner.rget.rndv.match; break;
+    }
+    if (d != Defect::kNone) {
+        return d;
+    }
+    if (mh->ctx != 0 || mh->src != e.src) {
+        return Defect::kInner;
+    }
+    return Defect::kNone;
+}
+
+ExtHdr make_ext(Kind inner, bool by_index, uint32_t dst_ctx, uint32_t src_ctx, int32_t src,
+                const uint64_t excid[2]) noexcept {
+    ExtHdr h{};
+    h.common = make_common(Kind::kExt);
+    h.common.flags = by_index ? kExtByIndex : 0;
+    h.inner = static_cast<uint8_t>(inner);
+    h.dst_ctx = by_index ? dst_ctx : 0;
+    h.src_ctx = src_ctx;
+    h.src = src;
+    h.excid[0] = excid[0];
+    h.excid[1] = excid[1];
+    return h;
+}
+
+ExtHdr make_ext_answer(uint32_t dst_ctx, uint32_t src_ctx, int32_t src, const uint64_t excid[2]) noexcept {
+    ExtHdr h = make_ext(Kind::kMatch, true, dst_ctx, src_ctx, src, excid);
+    h.inner = 0;
     return h;
 }
 

@@ -37,9 +37,10 @@ enum class Kind : uint8_t {
     kAck = 4,   ///< receiver matched a RNDV/RGET: send [offset, offset + size)
     kFrag = 5,  ///< a piece of a rendezvous message at an offset
     kFin = 6,   ///< receiver finished its RDMA get: the sender may complete
+    kExt = 7,   ///< extended communicator id (Open MPI 5.0): ExtHdr, then a MATCH/RNDV/RGET or nothing
 };
 inline constexpr uint8_t kFirstKind = 1;
-inline constexpr uint8_t kLastKind = 6;
+inline constexpr uint8_t kLastKind = 7;
 
 constexpr uint8_t tag_of(Kind k) noexcept { return static_cast<uint8_t>(kTagBase + static_cast<uint8_t>(k)); }
 /// Short upper-case name ("MATCH", ...) or "?" for an unknown kind.
@@ -107,7 +108,53 @@ struct FinHdr {
     uint64_t size;    ///< bytes the receiver got
 };
 
+/// The largest communicator index (a process's local id of a communicator)
+/// an EXT header may name: 2^20 - 1, the pml_max_contextid pml roce
+/// announces under Open MPI 5.0 (compat/ompi_series.h). MATCH, RNDV and RGET
+/// carry 16 bits; larger indexes travel in an EXT header.
+inline constexpr uint32_t kMaxContext = (uint32_t{1} << 20) - 1;
+
+/// ExtHdr::common.flags: the receiver is named by its index (dst_ctx);
+/// without it, by the communicator's extended id (excid).
+inline constexpr uint8_t kExtByIndex = 0x01;
+
+/// Extended-id header (Open MPI 5.0; a 4.1 build never sends one). A
+/// communicator made without a parent (MPI_Comm_create_from_group,
+/// sessions) has a 128-bit extended id that is the same everywhere and an
+/// index that each process chooses for itself; one with an index above
+/// 16 bits does not fit a MATCH header. A sender that does not know the
+/// receiver's index yet sends [ExtHdr by excid][MATCH/RNDV/RGET, ctx 0]
+/// [data]; the receiver finds the communicator by its extended id (or keeps
+/// the message until it creates it), learns the sender's index (src_ctx)
+/// and answers once with a bare ExtHdr (inner 0) by index that carries its
+/// own; from then on the sender uses plain headers with that index (EXT by
+/// index when it exceeds 16 bits).
+struct ExtHdr {
+    Common common;        ///< kind kExt; flags 0 or kExtByIndex; reserved 0
+    uint8_t inner;        ///< kind of the header that follows (MATCH, RNDV, RGET) or 0: none (an answer)
+    uint8_t reserved2[3]; ///< 0
+    uint32_t dst_ctx;     ///< kExtByIndex: the receiver's index (<= kMaxContext); else 0
+    uint32_t src_ctx;     ///< the sender's index (<= kMaxContext)
+    int32_t src;          ///< the sender's rank in the communicator (>= 0)
+    uint32_t reserved3;   ///< 0
+    uint64_t excid[2];    ///< the communicator's extended id (by index to a communicator with a global index: 0)
+};
+
+/// A decoded EXT fragment: the extended header and, unless ext.inner is 0,
+/// the match-type header after it.
+struct ExtMsg {
+    ExtHdr ext;
+    union {
+        MatchHdr match;
+        RndvHdr rndv;
+        RgetHdr rget;
+    } inner;
+    /// Bytes of segment 0 taken by both headers (where the data starts).
+    std::size_t header_bytes;
+};
+
 static_assert(sizeof(Common) == 4);
+static_assert(sizeof(ExtHdr) == 40);
 static_assert(sizeof(MatchHdr) == 16);
 static_assert(sizeof(RndvHdr) == 32);
 static_assert(sizeof(RgetHdr) == 48);
@@ -129,6 +176,8 @@ enum class Defect : uint8_t {
     kHandle,   ///< registration handle too large or not matching the payload
     kOffset,   ///< offset/size too large or overflowing
     kStatus,   ///< undefined FIN status
+    kContext,  ///< a communicator index above kMaxContext, or set where it must be 0
+    kInner,    ///< EXT: unknown inner kind, or an inner header inconsistent with the EXT header
 };
 /// Short stable name of a defect ("truncated header", ...).
 const char *defect_name(Defect d) noexcept;
@@ -190,6 +239,16 @@ Defect decode_frag(const void *p, std::size_t n, std::size_t payload, FragHdr &o
 /// Decodes a FIN (no payload allowed).
 Defect decode_fin(const void *p, std::size_t n, std::size_t payload, FinHdr &out) noexcept;
 
+/// Decodes an EXT fragment whose segment 0 has `n` bytes at `p` and
+/// `payload` further bytes follow the inner header (over all segments):
+/// the ExtHdr's own rules (flags, reserved bytes, indexes within
+/// kMaxContext, a source rank >= 0, a known inner kind; an answer has
+/// nothing after it), then the inner header by its own decoder, whose
+/// context id must be 0 and whose source must be the ExtHdr's.
+Defect decode_ext(const void *p, std::size_t n, std::size_t payload, ExtMsg &out) noexcept;
+/// Size of the match-type header of `kind` (MATCH, RNDV, RGET), else 0.
+std::size_t match_header_size(uint8_t kind) noexcept;
+
 /// Builders: complete, valid headers (the pml fills nothing else in).
 inline MatchHdr make_match(uint16_t ctx, uint16_t seq, int32_t src, int32_t tag) noexcept {
     return MatchHdr{make_common(Kind::kMatch), ctx, seq, src, tag};
@@ -201,6 +260,11 @@ RgetHdr make_rget(uint16_t ctx, uint16_t seq, int32_t src, int32_t tag, uint64_t
 AckHdr make_ack(uint64_t src_req, uint64_t dst_req, uint64_t offset, uint64_t size) noexcept;
 FragHdr make_frag(uint64_t dst_req, uint64_t offset) noexcept;
 FinHdr make_fin(uint64_t src_req, uint64_t size) noexcept;
+/// An EXT header: by index when `by_index` (dst_ctx is the receiver's
+/// index), else by the extended id; `inner` 0 makes an answer.
+ExtHdr make_ext(Kind inner, bool by_index, uint32_t dst_ctx, uint32_t src_ctx, int32_t src,
+                const uint64_t excid[2]) noexcept;
+ExtHdr make_ext_answer(uint32_t dst_ctx, uint32_t src_ctx, int32_t src, const uint64_t excid[2]) noexcept;
 
 /// A one-line description of a refused header for the log, e.g.
 /// "RNDV header of 20 bytes (+0 payload): truncated header; bytes 4f 01 00 ...".

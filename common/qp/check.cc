@@ -4,7 +4,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "qp/dc.h"
 #include "qp/diagnostic.h"
+#include "verbs/dc_support.h"
 #include "util/strings.h"
 
 namespace roce::qp {
@@ -93,6 +95,42 @@ CheckOutcome run_one(const verbs::VerbsApi &api, ibv_pd *pd, ibv_cq *cq, QpType 
     return out;
 }
 
+/// Opens sel.device; on failure an empty context and `why`.
+verbs::Context open_selected(const verbs::VerbsApi &api, const select::Selection &sel,
+                             std::string &why) {
+    int n = 0;
+    verbs::DeviceList list(api.get_device_list(&n), verbs::DeviceListDeleter{&api});
+    if (!list) {
+        why = failed("ibv_get_device_list", sel.device, errno != 0 ? errno : EIO);
+        return verbs::Context(nullptr, verbs::ContextDeleter{&api});
+    }
+    ibv_device *device = nullptr;
+    for (int i = 0; i < n; ++i) {
+        const char *name = api.get_device_name(list[i]);
+        if (name != nullptr && sel.device == name) {
+            device = list[i];
+        }
+    }
+    if (device == nullptr) {
+        why = sel.device + " is not among the RDMA devices rdma-core lists now";
+        return verbs::Context(nullptr, verbs::ContextDeleter{&api});
+    }
+    verbs::Context ctx(api.open_device(device), verbs::ContextDeleter{&api});
+    if (!ctx) {
+        why = failed("ibv_open_device", sel.device, errno != 0 ? errno : EIO);
+    }
+    return ctx;
+}
+
+std::string transitions_ok(const char *steps, const char *what, uint32_t qpn,
+                           const QueuePair &qp) {
+    std::string out = util::format("%s ok (%s 0x%x)", steps, what, qpn);
+    for (const auto &c : qp.last_corrections()) {
+        out += "; corrected " + c;
+    }
+    return out;
+}
+
 } // namespace
 
 std::vector<CheckOutcome> check_transitions(const verbs::VerbsApi &api,
@@ -106,25 +144,11 @@ std::vector<CheckOutcome> check_transitions(const verbs::VerbsApi &api,
         }
         return out;
     };
-    int n = 0;
-    verbs::DeviceList list(api.get_device_list(&n), verbs::DeviceListDeleter{&api});
-    if (!list) {
-        return fail_all(failed("ibv_get_device_list", sel.device, errno != 0 ? errno : EIO));
-    }
-    ibv_device *device = nullptr;
-    for (int i = 0; i < n; ++i) {
-        const char *name = api.get_device_name(list[i]);
-        if (name != nullptr && sel.device == name) {
-            device = list[i];
-        }
-    }
-    if (device == nullptr) {
-        return fail_all(sel.device + " is not among the RDMA devices rdma-core lists now");
-    }
+    std::string why;
     // Declared in creation order: destroyed in reverse (QPs are gone before).
-    verbs::Context ctx(api.open_device(device), verbs::ContextDeleter{&api});
+    verbs::Context ctx = open_selected(api, sel, why);
     if (!ctx) {
-        return fail_all(failed("ibv_open_device", sel.device, errno != 0 ? errno : EIO));
+        return fail_all(why);
     }
     verbs::Pd pd(api.alloc_pd(ctx.get()), verbs::PdDeleter{&api});
     if (!pd) {
@@ -137,6 +161,65 @@ std::vector<CheckOutcome> check_transitions(const verbs::VerbsApi &api,
     for (QpType t : {QpType::kUD, QpType::kRC}) {
         out.push_back(run_one(api, pd.get(), cq.get(), t, sel, fresh, privileged, log));
     }
+    return out;
+}
+
+std::vector<CheckOutcome> check_dc_transitions(const verbs::VerbsApi &api,
+                                               const select::Selection &sel,
+                                               const SnapshotSource &fresh, bool privileged,
+                                               util::LogSink *log) {
+    std::vector<CheckOutcome> out;
+    auto all = [&](const std::string &why, bool skipped) {
+        out = {{QpType::kDCT, false, why, skipped}, {QpType::kDCI, false, why, skipped}};
+        return out;
+    };
+    std::string why;
+    verbs::Context ctx = open_selected(api, sel, why);
+    if (!ctx) {
+        return all(why, false);
+    }
+    verbs::DcSupport dc = verbs::query_dc_support(api, ctx.get(), sel.device);
+    if (!dc.supported) {
+        return all("SKIP: " + dc.reason, true);
+    }
+    // Declared in creation order: destroyed in reverse (QPs are gone before).
+    verbs::Pd pd(api.alloc_pd(ctx.get()), verbs::PdDeleter{&api});
+    verbs::Cq cq(pd ? api.create_cq(ctx.get(), 4, nullptr, nullptr, 0) : nullptr,
+                 verbs::CqDeleter{&api});
+    ibv_srq_init_attr sa{};
+    sa.attr.max_wr = 1;
+    sa.attr.max_sge = 1;
+    verbs::Srq srq(cq ? api.create_srq(pd.get(), &sa) : nullptr, verbs::SrqDeleter{&api});
+    if (!srq) {
+        return all(failed(!pd ? "ibv_alloc_pd" : !cq ? "ibv_create_cq" : "ibv_create_srq",
+                          sel.device, errno != 0 ? errno : EIO),
+                   false);
+    }
+    SharedSnapshotSource snaps = shared_snapshot_source(fresh);
+    // The probe's DCT is never addressed: a fixed key is enough ("chk").
+    constexpr uint64_t kCheckKey = 0x63686bull;
+    // DCT then DCI: created, activated, reported the same way.
+    auto outcome = [](QpType type, auto &made, const char *steps, const char *what) {
+        CheckOutcome o{type, false, ""};
+        if (!made) {
+            o.detail = made.status().message();
+            return o;
+        }
+        if (util::Status st = made->activate(); !st) {
+            const std::string &diag = made->qp().last_diagnostic();
+            o.detail = diag.empty() ? st.message() : diag;
+            return o;
+        }
+        o.passed = true;
+        o.detail = transitions_ok(steps, what, made->number(), made->qp());
+        return o;
+    };
+    auto t = DcTarget::create(api, ctx.get(), pd.get(), cq.get(), srq.get(), kCheckKey, sel,
+                              snaps, privileged, log);
+    out.push_back(outcome(QpType::kDCT, t, "RESET->INIT->RTR", "DCT"));
+    auto i = DcInitiator::create(api, ctx.get(), pd.get(), cq.get(), DciCaps{}, sel, snaps,
+                                 privileged, log);
+    out.push_back(outcome(QpType::kDCI, i, "RESET->INIT->RTR->RTS", "DCI"));
     return out;
 }
 

@@ -13,8 +13,11 @@ struct CheckOutcome {
     QpType type = QpType::kUD;
     bool passed = false;
     /// "RESET->INIT->RTR->RTS ok (qpn 0x102)", or the diagnostic paragraph
-    /// of the step that failed.
+    /// of the step that failed, or why it was skipped.
     std::string detail;
+    /// Not tried: the device cannot do it (DC off mlx5); `detail` says why.
+    /// Never counted as passed.
+    bool skipped = false;
 };
 
 /// What `roce-doctor --check` does for one selection: opens sel.device,
@@ -30,5 +33,17 @@ std::vector<CheckOutcome> check_transitions(const verbs::VerbsApi &api,
                                             const select::Selection &sel,
                                             const SnapshotSource &fresh, bool privileged,
                                             util::LogSink *log);
+
+/// The DC part of the check for the same selection: whether sel.device
+/// runs mlx5 DC (verbs::query_dc_support); if it does, a DC target taken
+/// RESET->INIT->RTR and a DC initiator taken RESET->INIT->RTR->RTS
+/// (DcTarget, DcInitiator: every transition preflighted) on a PD, CQ and
+/// SRQ of their own, all destroyed again before returning. Without DC
+/// both outcomes are skipped with the reason (rxe, other providers, mlx5
+/// without the dct capability). Two outcomes, DCT then DCI. Never throws.
+std::vector<CheckOutcome> check_dc_transitions(const verbs::VerbsApi &api,
+                                               const select::Selection &sel,
+                                               const SnapshotSource &fresh, bool privileged,
+                                               util::LogSink *log);
 
 } // namespace roce::qp

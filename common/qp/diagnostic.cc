@@ -112,6 +112,12 @@ LikelyCause likely_cause(int err, QpType type, Transition t, const ModifyRequest
                 "re-registers the RDMA device; a VLAN may have been deleted)",
                 "open the device again, take a new snapshot and recreate the QP"};
     case EOPNOTSUPP:
+        if (type == QpType::kDCT && (req.mask & IBV_QP_ACCESS_FLAGS) &&
+            (req.attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC)) {
+            return {"the device has no atomics over DC: mlx5 refuses REMOTE_ATOMIC on a DC "
+                    "target (mlx5_ib_modify_dct)",
+                    "activate the target without REMOTE_ATOMIC and keep atomics on RC"};
+        }
         return {util::format("the device does not support a %s QP or one of the attributes (DC "
                              "needs mlx5)",
                              to_string(type)),
@@ -178,6 +184,16 @@ std::string describe_attributes(const DiagnosticInput &in) {
     int mtu = (r.mask & IBV_QP_PATH_MTU) ? r.attr.path_mtu : s.path_mtu;
     int bytes = select::mtu_bytes(static_cast<ibv_mtu>(mtu));
     out += bytes > 0 ? util::format(" mtu %d", bytes) : util::format(" mtu (invalid enum %d)", mtu);
+    if (in.type == QpType::kDCI || in.type == QpType::kDCT) {
+        // What a DC QP carries besides the addressing (the access key is
+        // fixed at creation and is not an attribute of the transition).
+        if (r.mask & IBV_QP_ACCESS_FLAGS) {
+            out += " access " + access_names(r.attr.qp_access_flags);
+        }
+        if (r.mask & IBV_QP_MIN_RNR_TIMER) {
+            out += util::format(" min_rnr_timer %d", r.attr.min_rnr_timer);
+        }
+    }
     return out;
 }
 

@@ -230,6 +230,46 @@ void check_mtu(const topo::Snapshot &fresh, const PortInfo &port, const std::str
     }
 }
 
+bool is_dc(QpType t) { return t == QpType::kDCI || t == QpType::kDCT; }
+
+/// What a DC QP needs beyond the addressing: a port that carries traffic
+/// (a DC target or initiator on a down port is accepted by the kernel and
+/// then never answers or is never answered: every peer's requests time
+/// out, unlike an RC QP that fails one connection), access flags a DC
+/// target knows, and a min_rnr_timer the 5-bit field holds (mlx5 writes the
+/// low 5 bits of it into the DCT/DCI context without a check).
+void check_dc(const PortInfo &port, const std::string &dev, const PreflightContext &ctx,
+              const ModifyRequest &req, PreflightResult &r) {
+    if (port.state != topo::PortState::kActive && port.state != topo::PortState::kUnknown) {
+        r.problems.push_back(
+            {"port_state", 0,
+             util::format("%s is %s: a DC %s on it serves every peer, and none would be "
+                          "reached",
+                          where(dev, port.port).c_str(), topo::to_string(port.state),
+                          ctx.type == QpType::kDCT ? "target" : "initiator"),
+             "bring the link up (ip link, the switch port) or leave this port out "
+             "(btl_roce_if_exclude)"});
+    }
+    constexpr unsigned kDcAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    if ((req.mask & IBV_QP_ACCESS_FLAGS) && (req.attr.qp_access_flags & ~kDcAccess) != 0) {
+        r.problems.push_back(
+            {"qp_access_flags", 0,
+             util::format("access flags 0x%x carry bits 0x%x that a DC target does not take "
+                          "(it knows LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC)",
+                          req.attr.qp_access_flags, req.attr.qp_access_flags & ~kDcAccess),
+             "a bug in the caller: pass only the remote access the target grants"});
+    }
+    if ((req.mask & IBV_QP_MIN_RNR_TIMER) && req.attr.min_rnr_timer > 31) {
+        r.problems.push_back(
+            {"min_rnr_timer", 0,
+             util::format("min_rnr_timer %d does not fit the 5-bit field: the device would "
+                          "use %d",
+                          req.attr.min_rnr_timer, req.attr.min_rnr_timer & 31),
+             "use an IB RNR timer code 0..31 (12 = 0.64 ms)"});
+    }
+}
+
 } // namespace
 
 PreflightResult preflight(const topo::Snapshot &fresh, const PreflightContext &ctx,
@@ -258,6 +298,9 @@ PreflightResult preflight(const topo::Snapshot &fresh, const PreflightContext &c
     }
     if (port != nullptr && (req.mask & IBV_QP_PATH_MTU)) {
         check_mtu(fresh, *port, dev->name, e, req, r);
+    }
+    if (port != nullptr && is_dc(ctx.type)) {
+        check_dc(*port, dev->name, ctx, req, r);
     }
     return r;
 }

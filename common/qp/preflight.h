@@ -47,7 +47,12 @@ struct PreflightResult {
 ///    the expected GID, type and netdev (a stale index after an address
 ///    change on the bond or a VLAN is the classic LAG failure);
 ///  - path_mtu a valid enum, not above the port's active MTU nor the MTU
-///    the GID's netdev allows.
+///    the GID's netdev allows;
+///  - for DC (DCI/DCT) also: the port active (a DC QP on a down port fails
+///    every peer at once, so it is refused rather than left to time out),
+///    DCT access flags among LOCAL_WRITE/REMOTE_WRITE/REMOTE_READ/
+///    REMOTE_ATOMIC, min_rnr_timer within its 5 bits. (The DC access key is
+///    fixed at creation, not by modify_qp: DcTarget::create checks it.)
 /// Corrections (made in `req` and listed) only where they are invisible to
 /// the peer: an sgid_index whose GID moved to another slot (same GID value,
 /// type and netdev) is pointed at the new slot; a pkey_index that does not

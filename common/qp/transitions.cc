@@ -88,11 +88,34 @@ std::optional<MaskRule> transition_masks(QpType type, Transition t) noexcept {
     return std::nullopt;
 }
 
+namespace {
+
+struct BitName {
+    unsigned bit;
+    const char *name;
+};
+
+/// "A|B|0x40": the names of the bits set in `flags`, unknown bits in hex.
+template <size_t N>
+std::string bit_names(unsigned flags, const BitName (&bits)[N]) {
+    std::vector<std::string> names;
+    unsigned rest = flags;
+    for (const auto &b : bits) {
+        if (flags & b.bit) {
+            names.emplace_back(b.name);
+            rest &= ~b.bit;
+        }
+    }
+    if (rest != 0) {
+        names.push_back(util::format("0x%x", rest));
+    }
+    return names.empty() ? "0" : util::join(names, "|");
+}
+
+} // namespace
+
 std::string mask_names(int mask) {
-    static const struct {
-        int bit;
-        const char *name;
-    } kBits[] = {
+    static const BitName kBits[] = {
         {IBV_QP_STATE, "IBV_QP_STATE"},
         {IBV_QP_CUR_STATE, "IBV_QP_CUR_STATE"},
         {IBV_QP_EN_SQD_ASYNC_NOTIFY, "IBV_QP_EN_SQD_ASYNC_NOTIFY"},
@@ -115,18 +138,15 @@ std::string mask_names(int mask) {
         {IBV_QP_CAP, "IBV_QP_CAP"},
         {IBV_QP_DEST_QPN, "IBV_QP_DEST_QPN"},
     };
-    std::vector<std::string> names;
-    int rest = mask;
-    for (const auto &b : kBits) {
-        if (mask & b.bit) {
-            names.emplace_back(b.name);
-            rest &= ~b.bit;
-        }
-    }
-    if (rest != 0) {
-        names.push_back(util::format("0x%x", static_cast<unsigned>(rest)));
-    }
-    return names.empty() ? "0" : util::join(names, "|");
+    return bit_names(static_cast<unsigned>(mask), kBits);
+}
+
+std::string access_names(unsigned flags) {
+    static const BitName kBits[] = {{IBV_ACCESS_LOCAL_WRITE, "LOCAL_WRITE"},
+                                    {IBV_ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
+                                    {IBV_ACCESS_REMOTE_READ, "REMOTE_READ"},
+                                    {IBV_ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"}};
+    return bit_names(flags, kBits);
 }
 
 ibv_ah_attr build_ah_attr(const select::Selection &sel, const std::array<uint8_t, 16> &dgid,

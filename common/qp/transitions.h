@@ -39,6 +39,9 @@ std::optional<MaskRule> transition_masks(QpType type, Transition t) noexcept;
 
 /// "IBV_QP_PKEY_INDEX|IBV_QP_PORT" ("0" for none).
 std::string mask_names(int mask);
+/// "LOCAL_WRITE|REMOTE_READ" for IBV_ACCESS_* flags ("0" for none; other
+/// bits in hex).
+std::string access_names(unsigned flags);
 
 /// What the remote side of a connection told us, for RTR.
 struct RemoteEnd {

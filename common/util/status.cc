@@ -57,8 +57,11 @@ Status Status::from_errno(int err, std::string_view what) {
 
 Status &Status::with_context(std::string_view context) & {
     if (!is_ok() && !context.empty()) {
-        message_.insert(0, ": ");
-        message_.insert(0, context);
+        if (!rep_) {
+            rep_.reset(new Rep{});
+        }
+        rep_->message.insert(0, ": ");
+        rep_->message.insert(0, context);
     }
     return *this;
 }
@@ -72,7 +75,12 @@ std::string Status::to_string() const {
     if (is_ok()) {
         return "ok";
     }
-    return message_ + " [" + code_name(code_) + "]";
+    return message() + " [" + code_name(code_) + "]";
+}
+
+const std::string &Status::empty() noexcept {
+    static const std::string kEmpty;
+    return kEmpty;
 }
 
 } // namespace roce::util

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cassert>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,8 +34,11 @@ Code code_from_errno(int err) noexcept;
 /// was involved, and a human message that already carries the context
 /// (verb, device, port, QPN, GID index, stage).
 ///
-/// Cheap when ok (no allocation). Copyable, movable, not thread-safe to mutate
-/// concurrently (like std::string). Never throws except std::bad_alloc.
+/// Cheap when ok, and for an error without message or errno (flow control):
+/// a code and a null pointer, no string built, moved or destroyed - the hot
+/// paths return these. The message and errno live behind the pointer.
+/// Copyable, movable, not thread-safe to mutate concurrently (like
+/// std::string). Never throws except std::bad_alloc.
 class [[nodiscard]] Status {
 public:
     /// An ok status.
@@ -42,10 +46,24 @@ public:
 
     /// An error. `code` must not be Code::kOk; `sys_errno` is 0 when no
     /// system call was involved.
-    Status(Code code, std::string message, int sys_errno = 0)
-        : code_(code), sys_errno_(sys_errno), message_(std::move(message)) {
+    Status(Code code, std::string message, int sys_errno = 0) : code_(code) {
         assert(code != Code::kOk);
+        if (!message.empty() || sys_errno != 0) {
+            rep_.reset(new Rep{std::move(message), sys_errno});
+        }
     }
+    Status(const Status &other)
+        : code_(other.code_), rep_(other.rep_ ? new Rep(*other.rep_) : nullptr) {}
+    Status &operator=(const Status &other) {
+        if (this != &other) {
+            code_ = other.code_;
+            rep_.reset(other.rep_ ? new Rep(*other.rep_) : nullptr);
+        }
+        return *this;
+    }
+    Status(Status &&) noexcept = default;
+    Status &operator=(Status &&) noexcept = default;
+    ~Status() = default;
 
     static Status ok() { return Status(); }
 
@@ -56,8 +74,10 @@ public:
     bool is_ok() const noexcept { return code_ == Code::kOk; }
     explicit operator bool() const noexcept { return is_ok(); }
     Code code() const noexcept { return code_; }
-    int sys_errno() const noexcept { return sys_errno_; }
-    const std::string &message() const noexcept { return message_; }
+    int sys_errno() const noexcept { return rep_ ? rep_->sys_errno : 0; }
+    const std::string &message() const noexcept { return rep_ ? rep_->message : empty(); }
+    /// message() is not empty (without reaching for the shared empty string).
+    bool has_message() const noexcept { return rep_ && !rep_->message.empty(); }
 
     /// Prepends "<context>: " to the message of an error; no-op when ok.
     /// Returns *this so it can be chained in a return statement.
@@ -68,9 +88,14 @@ public:
     std::string to_string() const;
 
 private:
+    struct Rep {
+        std::string message;
+        int sys_errno = 0;
+    };
+    static const std::string &empty() noexcept;
+
     Code code_ = Code::kOk;
-    int sys_errno_ = 0;
-    std::string message_;
+    std::unique_ptr<Rep> rep_; ///< null: no message, errno 0
 };
 
 /// A value or the Status explaining why there is none.

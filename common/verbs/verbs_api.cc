@@ -70,6 +70,35 @@ const VerbsApi kReal = {
     [](ibv_qp *qp, uint8_t *p, uint8_t *a) { return mlx5dv_query_qp_lag_port(qp, p, a); },
     /*mlx5dv_modify_qp_udp_sport=*/
     [](ibv_qp *qp, uint16_t s) { return mlx5dv_modify_qp_udp_sport(qp, s); },
+    /*qp_to_qp_ex=*/[](ibv_qp *qp) { return ibv_qp_to_qp_ex(qp); },
+    /*mlx5dv_qp_ex_from_ibv_qp_ex=*/[](ibv_qp_ex *q) { return mlx5dv_qp_ex_from_ibv_qp_ex(q); },
+    /*wr_start=*/[](ibv_qp_ex *q) { ibv_wr_start(q); },
+    /*wr_complete=*/[](ibv_qp_ex *q) { return ibv_wr_complete(q); },
+    /*wr_abort=*/[](ibv_qp_ex *q) { ibv_wr_abort(q); },
+    /*wr_send=*/[](ibv_qp_ex *q) { ibv_wr_send(q); },
+    /*wr_send_imm=*/[](ibv_qp_ex *q, __be32 imm) { ibv_wr_send_imm(q, imm); },
+    /*wr_rdma_write=*/
+    [](ibv_qp_ex *q, uint32_t rkey, uint64_t addr) { ibv_wr_rdma_write(q, rkey, addr); },
+    /*wr_rdma_read=*/
+    [](ibv_qp_ex *q, uint32_t rkey, uint64_t addr) { ibv_wr_rdma_read(q, rkey, addr); },
+    /*wr_atomic_cmp_swp=*/
+    [](ibv_qp_ex *q, uint32_t rkey, uint64_t addr, uint64_t cmp, uint64_t swap) {
+        ibv_wr_atomic_cmp_swp(q, rkey, addr, cmp, swap);
+    },
+    /*wr_atomic_fetch_add=*/
+    [](ibv_qp_ex *q, uint32_t rkey, uint64_t addr, uint64_t add) {
+        ibv_wr_atomic_fetch_add(q, rkey, addr, add);
+    },
+    /*wr_set_sge=*/
+    [](ibv_qp_ex *q, uint32_t lkey, uint64_t addr, uint32_t len) { ibv_wr_set_sge(q, lkey, addr, len); },
+    /*wr_set_sge_list=*/
+    [](ibv_qp_ex *q, size_t n, const ibv_sge *sg) { ibv_wr_set_sge_list(q, n, sg); },
+    /*wr_set_inline_data=*/
+    [](ibv_qp_ex *q, void *addr, size_t len) { ibv_wr_set_inline_data(q, addr, len); },
+    /*mlx5dv_wr_set_dc_addr=*/
+    [](mlx5dv_qp_ex *q, ibv_ah *ah, uint32_t dctn, uint64_t key) {
+        mlx5dv_wr_set_dc_addr(q, ah, dctn, key);
+    },
 };
 
 } // namespace

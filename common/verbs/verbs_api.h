@@ -78,6 +78,51 @@ struct VerbsApi {
     int (*mlx5dv_query_qp_lag_port)(ibv_qp *qp, uint8_t *port_num, uint8_t *active_port_num);
     /// Hash-mode LAG: the RoCE v2 UDP source port of an RC QP (in RTR/RTS).
     int (*mlx5dv_modify_qp_udp_sport)(ibv_qp *qp, uint16_t udp_sport);
+
+    // Extended work-request posting (ibv_wr_post(3)), which DC initiators
+    // need: a DCI has no ibv_post_send, only this API plus
+    // mlx5dv_wr_set_dc_addr (mlx5dv_wr_post(3)).
+    //
+    // A batch is wr_start; then per work request: set qp->wr_id and
+    // qp->wr_flags (IBV_SEND_SIGNALED, IBV_SEND_INLINE, ...), one builder
+    // (wr_send ... wr_atomic_fetch_add), then its setters (for a DCI:
+    // mlx5dv_wr_set_dc_addr, then the local data with wr_set_sge /
+    // wr_set_sge_list / wr_set_inline_data - for an atomic, the 8-byte
+    // buffer the old value lands in); then wr_complete,
+    // which posts the whole batch (0) or none of it (an errno, e.g. ENOMEM
+    // when the send queue overflows), or wr_abort. The builders and setters
+    // report nothing: errors surface at wr_complete. One thread per QP
+    // between wr_start and wr_complete/wr_abort (rdma-core holds the SQ
+    // lock across them).
+
+    /// The extended QP of `qp`; NULL when it was created without
+    /// IBV_QP_INIT_ATTR_SEND_OPS_FLAGS (errno is not set).
+    ibv_qp_ex *(*qp_to_qp_ex)(ibv_qp *qp);
+    /// The mlx5 view of an extended QP. Only for a QP created by
+    /// mlx5dv_create_qp on an mlx5 device (rdma-core does not check: on
+    /// anything else the result is undefined).
+    mlx5dv_qp_ex *(*mlx5dv_qp_ex_from_ibv_qp_ex)(ibv_qp_ex *qp);
+    void (*wr_start)(ibv_qp_ex *qp);
+    /// 0, or the errno of the batch (nothing of it was posted).
+    int (*wr_complete)(ibv_qp_ex *qp);
+    void (*wr_abort)(ibv_qp_ex *qp);
+    void (*wr_send)(ibv_qp_ex *qp);
+    void (*wr_send_imm)(ibv_qp_ex *qp, __be32 imm_data);
+    void (*wr_rdma_write)(ibv_qp_ex *qp, uint32_t rkey, uint64_t remote_addr);
+    void (*wr_rdma_read)(ibv_qp_ex *qp, uint32_t rkey, uint64_t remote_addr);
+    void (*wr_atomic_cmp_swp)(ibv_qp_ex *qp, uint32_t rkey, uint64_t remote_addr,
+                              uint64_t compare, uint64_t swap);
+    void (*wr_atomic_fetch_add)(ibv_qp_ex *qp, uint32_t rkey, uint64_t remote_addr,
+                                uint64_t add);
+    void (*wr_set_sge)(ibv_qp_ex *qp, uint32_t lkey, uint64_t addr, uint32_t length);
+    void (*wr_set_sge_list)(ibv_qp_ex *qp, size_t num_sge, const ibv_sge *sg_list);
+    void (*wr_set_inline_data)(ibv_qp_ex *qp, void *addr, size_t length);
+    /// The destination of the current DCI work request: the address handle
+    /// of the target's GID, its DCT number and its DC access key. A key
+    /// that is not the DCT's is not refused here: the target drops the
+    /// request (see tests/unit/fake_verbs_dc.cc for what the initiator sees).
+    void (*mlx5dv_wr_set_dc_addr)(mlx5dv_qp_ex *qp, ibv_ah *ah, uint32_t remote_dctn,
+                                  uint64_t remote_dc_key);
 };
 
 /// The real rdma-core table (static storage; valid for the whole process).

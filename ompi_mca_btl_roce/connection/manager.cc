@@ -599,10 +599,26 @@ void ConnectionManager::fail(Peer &peer, const std::string &why) {
 
 void ConnectionManager::run_peer_timers(Peer &peer, double now) {
     if (peer.state == EpState::kConnecting && now >= peer.deadline) {
-        fail(peer, util::format("connection to %s timed out after %.0f s (%s)",
-                                peer.label.c_str(), cfg_.connect_timeout_s,
-                                host_.route(peer).c_str()));
-        return;
+        bool was_up = false;
+        for (size_t i = 0; i < peer.path_count(); ++i) {
+            was_up = was_up || peer.path_conn(i).ever_up;
+        }
+        if (was_up && host_.reached_elsewhere(peer)) {
+            // A rail down, not the peer: another rail of ours carries its
+            // traffic. Keep reconnecting (REQs every 2 s at most, paths
+            // reopened after at most kMaxReconnectDelay) and look again
+            // after another connect_timeout.
+            peer.deadline = now + cfg_.connect_timeout_s;
+            log_.write(LogLevel::kDebug,
+                       util::format("no path to %s for %.0f s, but another rail reaches it: "
+                                    "still reconnecting",
+                                    peer.label.c_str(), cfg_.connect_timeout_s));
+        } else {
+            fail(peer, util::format("connection to %s timed out after %.0f s (%s)",
+                                    peer.label.c_str(), cfg_.connect_timeout_s,
+                                    host_.route(peer).c_str()));
+            return;
+        }
     }
     for (size_t i = 0; peer.state != EpState::kFailed && i < peer.path_count(); ++i) {
         PathConn &p = peer.path_conn(i);

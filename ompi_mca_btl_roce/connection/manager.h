@@ -77,6 +77,15 @@ public:
     virtual std::string route(const Peer &peer) const = 0;
     /// The peer with this name, if one exists.
     virtual Peer *find_peer(uint64_t name) = 0;
+    /// Whether another rail of this process (another host, another manager)
+    /// reaches `peer` now: then a peer that was connected and lost every
+    /// path here is not failed at its deadline - its traffic goes over that
+    /// rail - and this manager keeps reconnecting it (issue 16). Default:
+    /// no other rail.
+    virtual bool reached_elsewhere(const Peer &peer) const {
+        (void)peer;
+        return false;
+    }
     /// A REQ came, with this process's token, from `name`, for which no peer
     /// exists. The host may look it up (if Open MPI told it about that
     /// name's job) so that the requester's next retransmission finds a peer;

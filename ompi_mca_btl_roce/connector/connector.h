@@ -52,6 +52,14 @@ struct ConnectorEnv {
     std::function<void(const char *topic, const std::string &detail)> report;
     /// Only the explanation of `topic` (ModuleEnv::report; may be unset).
     std::function<void(const char *topic, const std::string &detail)> explain;
+    /// `ep` has a live path again (true: a path came up), or has none any
+    /// more (false: its last path was lost, or the peer failed): the module
+    /// tells its sibling rails (rails.h). May be unset.
+    std::function<void(Endpoint &ep, bool reached)> reach_changed;
+    /// Whether another rail of this process reaches `ep`'s peer now (then
+    /// losing every path of this one is not the peer's failure). May be
+    /// unset: no other rail.
+    std::function<bool(const Endpoint &ep)> reached_elsewhere;
 };
 
 /// The connection side of one module, over rdma-core: it owns the
@@ -137,6 +145,7 @@ private:
     void path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected) override;
     void path_lost(Peer &peer, size_t i) override;
     void peer_failed(Peer &peer, const std::string &why) override;
+    bool reached_elsewhere(const Peer &peer) const override;
     void peer_moved(Peer &peer, const wire::Gid &from) override;
     bool revalidate(Peer &peer, bool thorough) override;
     std::string route(const Peer &peer) const override;

@@ -174,11 +174,21 @@ void Connector::path_up(Peer &peer, size_t i, uint32_t credits, bool reconnected
                                 ? util::format(" on member %d", p.tx.spread.member).c_str()
                                 : "",
                             ep.path().why.c_str()));
+    if (env_.reach_changed) {
+        env_.reach_changed(ep, true);
+    }
     dp_.path_up(ep);
 }
 
 void Connector::path_lost(Peer &peer, size_t i) {
     ++ep_of(peer).paths_[i].tx.stats.failovers;
+    bool any_up = false;
+    for (size_t k = 0; k < peer.path_count(); ++k) {
+        any_up = any_up || peer.path_conn(k).state == PathState::kUp;
+    }
+    if (!any_up && env_.reach_changed) {
+        env_.reach_changed(ep_of(peer), false);
+    }
     // Explained once per process. Only the explanation: every failure has
     // its own warning line already (the manager's), so no error line.
     static std::atomic<bool> shown{false};
@@ -190,11 +200,19 @@ void Connector::path_lost(Peer &peer, size_t i) {
 
 void Connector::peer_failed(Peer &peer, const std::string &why) {
     Endpoint &ep = ep_of(peer);
+    if (env_.reach_changed) {
+        env_.reach_changed(ep, false);
+    }
     env_.report("connection failed",
            util::format("%s:%d: connection to %s failed: %s", plan_.device.c_str(), plan_.port,
                         ep.label.c_str(), why.c_str()));
     dp_.fail_endpoint(
         ep, util::format("roce %s:%d: %s", plan_.device.c_str(), plan_.port, why.c_str()));
+}
+
+bool Connector::reached_elsewhere(const Peer &peer) const {
+    return env_.reached_elsewhere &&
+           env_.reached_elsewhere(static_cast<const Endpoint &>(peer));
 }
 
 std::string Connector::route(const Peer &peer) const {

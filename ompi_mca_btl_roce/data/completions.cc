@@ -132,7 +132,7 @@ void DataPath::handle_recv(const ibv_wc &wc) {
         }
     }
     bool deliver = false;
-    if (hdr->type == wire::FragType::kData) {
+    if (hdr->type == wire::FragType::kData || hdr->type == wire::FragType::kForward) {
         SeqWindow::Verdict v = ep.received_.accept(hdr->seq);
         deliver = v == SeqWindow::Verdict::kNew;
         if (v == SeqWindow::Verdict::kTooFar) {
@@ -153,7 +153,7 @@ void DataPath::handle_recv(const ibv_wc &wc) {
     }
     path.tx.stats.bytes_received += wc.byte_len - wire::kFragHeaderSize;
     ++path.tx.stats.messages_received;
-    Deferred d;
+    Deferred &d = deferred_.emplace_back();
     d.kind = Deferred::Kind::kRecv;
     d.ep = &ep;
     d.path = live ? static_cast<int>(it->second.path) : -1;
@@ -161,7 +161,7 @@ void DataPath::handle_recv(const ibv_wc &wc) {
     d.tag = hdr->tag;
     d.data = buf + wire::kFragHeaderSize;
     d.len = wc.byte_len - wire::kFragHeaderSize;
-    deferred_.push_back(std::move(d));
+    d.forwarded = hdr->type == wire::FragType::kForward;
     if (hdr->credits != 0) {
         drain_pending(ep);
     }
@@ -169,12 +169,11 @@ void DataPath::handle_recv(const ibv_wc &wc) {
 void DataPath::complete_frag(Frag *f, int status) {
     bool owned = f->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
     if (f->base.des_cbfunc != nullptr) {
-        Deferred d;
+        Deferred &d = deferred_.emplace_back();
         d.kind = Deferred::Kind::kSendDone;
         d.ep = f->endpoint;
         d.frag = f;
         d.status = status;
-        deferred_.push_back(std::move(d));
     } else if (owned) {
         release_frag(f);
     }
@@ -182,7 +181,36 @@ void DataPath::complete_frag(Frag *f, int status) {
 void DataPath::warn_limited(const std::string &key, const std::string &line) {
     warn_.warn(log_, key, clock_(), line);
 }
+// The receive buffers of fragments the PML has seen go back to the SRQ as
+// one list (one doorbell), and only then are their credits owed to the
+// senders: a credit always stands for a posted buffer. Lock held.
+void DataPath::repost(const Reposted *done, size_t n) {
+    util::Status s;
+    if (n == 1) {
+        s = dev_.post_srq_recv(done[0].buf_index);
+    } else {
+        uint32_t idx[Device::kSrqPostBatch];
+        for (size_t i = 0; i < n; ++i) {
+            idx[i] = done[i].buf_index;
+        }
+        s = dev_.post_srq_recvs(idx, n);
+    }
+    if (!s) {
+        warn_limited("SRQ repost", s.message()); // those buffers are lost to the SRQ
+    }
+    for (size_t i = 0; i < n; ++i) {
+        Endpoint &ep = *done[i].ep;
+        size_t path = static_cast<size_t>(done[i].path);
+        if (done[i].path >= 0 && path < ep.paths_.size() &&
+            ep.paths_[path].state == PathState::kUp) {
+            ep.paths_[path].tx.credits.owe();
+            maybe_send_credits(ep, path);
+        }
+    }
+}
 void DataPath::run_deferred(std::vector<Deferred> &todo) {
+    Reposted done[Device::kSrqPostBatch];
+    size_t ndone = 0;
     for (Deferred &d : todo) {
         switch (d.kind) {
         case Deferred::Kind::kRecv: {
@@ -191,23 +219,25 @@ void DataPath::run_deferred(std::vector<Deferred> &todo) {
             seg.seg_len = d.len;
             const mca_btl_active_message_callback_t *reg =
                 mca_btl_base_active_message_trigger + d.tag;
-            bool taken = reg->cbfunc != nullptr;
-            if (taken) {
+            if (d.forwarded) {
+                host_.forwarded(*d.ep, d.data, d.len); // another rail's send (data/forward.cc)
+            } else if (reg->cbfunc != nullptr) {
                 compat::deliver(btl_, d.ep->as_opal(), d.tag, &seg, 1, reg);
-            }
-            OPAL_THREAD_LOCK(&lock_);
-            if (!taken) {
+            } else {
+                OPAL_THREAD_LOCK(&lock_);
                 warn_limited("unregistered tag",
                              util::format("dropped a fragment for tag %u from %s: nobody "
                                           "registered it",
                                           d.tag, d.ep->label.c_str()));
+                OPAL_THREAD_UNLOCK(&lock_);
             }
-            (void)dev_.post_srq_recv(d.buf_index);
-            if (d.path >= 0 && d.ep->paths_[static_cast<size_t>(d.path)].state == PathState::kUp) {
-                d.ep->paths_[static_cast<size_t>(d.path)].tx.credits.owe();
-                maybe_send_credits(*d.ep, static_cast<size_t>(d.path));
+            done[ndone++] = Reposted{d.ep, d.path, d.buf_index};
+            if (ndone == Device::kSrqPostBatch) {
+                OPAL_THREAD_LOCK(&lock_);
+                repost(done, ndone);
+                OPAL_THREAD_UNLOCK(&lock_);
+                ndone = 0;
             }
-            OPAL_THREAD_UNLOCK(&lock_);
             break;
         }
         case Deferred::Kind::kSendDone: {
@@ -243,5 +273,15 @@ void DataPath::run_deferred(std::vector<Deferred> &todo) {
         }
     }
     todo.clear();
+    if (ndone != 0 || todo.capacity() != 0) {
+        OPAL_THREAD_LOCK(&lock_);
+        if (ndone != 0) {
+            repost(done, ndone);
+        }
+        if (todo.capacity() != 0) {
+            spare_.push_back(std::move(todo)); // allocates only past the 4 reserved
+        }
+        OPAL_THREAD_UNLOCK(&lock_);
+    }
 }
 } // namespace roce::btl

@@ -14,7 +14,9 @@ DataPath::DataPath(DataPathHost &host, Device &dev, Retirement &retirement,
                    const std::vector<std::unique_ptr<Endpoint>> &endpoints,
                    std::function<double()> clock, util::LogSink &log)
     : host_(host), dev_(dev), retirement_(retirement), cfg_(cfg), btl_(btl), lock_(lock),
-      endpoints_(endpoints), clock_(std::move(clock)), log_(log) {}
+      endpoints_(endpoints), clock_(std::move(clock)), log_(log) {
+    spare_.reserve(4);
+}
 
 Result<std::unique_ptr<DataPath>>
 DataPath::create(DataPathHost &host, Device &dev, Retirement &retirement, const DataPathConfig &cfg,
@@ -62,11 +64,21 @@ void DataPath::fail_endpoint(Endpoint &ep, const std::string &text) {
         ep.rdma_retry_ = op->next_retry;
         rdma_done(op, OPAL_ERR_UNREACH);
     }
-    Deferred d;
+    Deferred &d = deferred_.emplace_back();
     d.kind = Deferred::Kind::kError;
     d.ep = &ep;
     d.text = text;
-    deferred_.push_back(std::move(d));
+}
+
+void DataPath::take_deferred(std::vector<Deferred> &todo) {
+    if (deferred_.empty()) {
+        return; // keep the buffer: `todo` stays without one
+    }
+    todo.swap(deferred_);
+    if (!spare_.empty()) {
+        deferred_.swap(spare_.back());
+        spare_.pop_back();
+    }
 }
 
 } // namespace roce::btl

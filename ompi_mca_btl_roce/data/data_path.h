@@ -78,6 +78,24 @@ public:
     /// One full progress of the module (completions, timers, callbacks):
     /// what flush waits with. Called without the lock.
     virtual int progress() = 0;
+    /// A wire::kForward fragment (`len` bytes after its FragHeader, not
+    /// parsed yet: untrusted) arrived from `via`'s peer on this module and
+    /// passed its window: the send of another rail it carries goes to that
+    /// rail (data/forward.cc, Module::forwarded). Called without the lock,
+    /// from run_deferred; `data` is valid only during the call.
+    virtual void forwarded(Endpoint &via, const uint8_t *data, size_t len) = 0;
+};
+
+/// What a module counts of a lost rail's traffic (issue 16), published with
+/// the path counters (counters.h: RailCounters).
+struct RailStats {
+    uint64_t rerouted_sends = 0;   ///< our sends another rail carried (completed there)
+    uint64_t rerouted_bytes = 0;   ///< their payload bytes
+    uint64_t carried_sends = 0;    ///< sends of another rail of ours that we carried
+    uint64_t carried_bytes = 0;    ///< their payload bytes
+    uint64_t forwarded_received = 0;   ///< forwarded sends delivered to the PML as ours
+    uint64_t forwarded_duplicates = 0; ///< forwarded sends dropped: the window had them
+    uint64_t forwarded_refused = 0;    ///< forwarded fragments refused (malformed, wrong rail)
 };
 
 /// The data path of one module: sends (alloc, prepare_src, send, sendi and
@@ -197,6 +215,7 @@ public:
         Endpoint *ep = nullptr;
         // kRecv
         int path = -1; ///< the live path it came on (-1: a retired QP)
+        bool forwarded = false; ///< a wire::kForward fragment: for DataPathHost::forwarded
         uint32_t buf_index = 0;
         uint8_t tag = 0;
         uint8_t *data = nullptr;
@@ -217,10 +236,16 @@ public:
     /// A completion of a send, RDMA, SRQ receive or credit message (every
     /// kind but the UD QP's). Lock held.
     void on_completion(const ibv_wc &wc);
-    /// Moves the deferred PML work into `todo` (lock held), for run_deferred.
-    void take_deferred(std::vector<Deferred> &todo) { todo.swap(deferred_); }
-    /// Runs `todo` without the lock (taking it around the bookkeeping after
-    /// each callback: SRQ repost, credits, descriptors back), then clears it.
+    /// Moves the deferred PML work into `todo` (lock held; `todo` empty),
+    /// for run_deferred. The data path carries on in a buffer an earlier
+    /// run_deferred gave back, so once the buffers have grown no progress
+    /// call allocates.
+    void take_deferred(std::vector<Deferred> &todo);
+    /// Runs `todo` without the lock (taking it around the bookkeeping: the
+    /// receive buffers go back to the SRQ as lists of up to
+    /// Device::kSrqPostBatch, with their credits, after the callbacks;
+    /// descriptors and RDMA operations after each), then clears it and
+    /// keeps its buffer for take_deferred (`todo` is left without one).
     void run_deferred(std::vector<Deferred> &todo);
 
     // --- the connection side's events (data/data_path.cc); lock held ------
@@ -233,6 +258,42 @@ public:
     /// `ep` failed: its queued sends and RDMA complete with
     /// OPAL_ERR_UNREACH and the PML's error callback gets `text`.
     void fail_endpoint(Endpoint &ep, const std::string &text);
+
+    // --- a lost rail (data/forward.cc; docs/architecture.md, "Losing a
+    // rail") ----------------------------------------------------------------
+    /// Takes up to `max` of `ep`'s waiting sends, in order, for another rail
+    /// to carry while `ep` has no live path: each keeps its number, and one
+    /// never sent gets the next (while the window allows; the rest waits).
+    /// Nothing when `ep` has a live path or has failed. Lock held.
+    void take_for_forwarding(Endpoint &ep, size_t max, std::vector<Frag *> &out);
+    /// Gives back `frags[from..]` (taken by take_for_forwarding and not
+    /// carried) to the head of `ep`'s queue, in their order. Lock held.
+    void give_back(Endpoint &ep, const std::vector<Frag *> &frags, size_t from);
+    /// A send of ours that another rail carried is done there with `status`
+    /// (an OPAL code): on success it completes here (its des_cbfunc, our
+    /// btl) and counts in our window; otherwise it waits again at the head
+    /// of the queue (same number), or fails with OPAL_ERR_UNREACH if `ep`
+    /// has failed. Lock held.
+    void forward_done(Frag *f, int status);
+    /// Entry point (takes the lock): sends `hdr` and `origin`'s payload (a
+    /// send of another rail's endpoint, not ours) to `ep`'s peer as one
+    /// wire::kForward fragment, copied into one of our slots. `cb` runs
+    /// (without the lock, our btl) with `cbdata` and `context` in the
+    /// descriptor once it is sent or given up. retry_later() without a
+    /// free slot; kUnavailable unless `ep` is connected; kInvalidArgument
+    /// when the payload does not fit a slot.
+    util::Status send_forward(Endpoint &ep, const wire::ForwardHeader &hdr, const Frag &origin,
+                              mca_btl_base_completion_fn_t cb, void *cbdata, void *context);
+    /// Runs `ep`'s receive window on `seq`, the number of a send of `ep`'s
+    /// peer that another rail carried (kNew: deliver it, once). Lock held.
+    SeqWindow::Verdict accept_forwarded(Endpoint &ep, uint32_t seq);
+    /// Hands `len` bytes for `tag` to the PML's receive callback, as
+    /// received from `ep` on this module. Without the lock; false when
+    /// nobody registered `tag` (the caller warns).
+    bool deliver(Endpoint &ep, uint8_t tag, const uint8_t *data, size_t len);
+    /// The counts of rerouted, carried and forwarded sends. Lock held.
+    RailStats &rail_stats() { return rail_stats_; }
+    const RailStats &rail_stats() const { return rail_stats_; }
 
     /// "<what> completion error on qpn 0x..: <status> (vendor error 0x..)".
     static std::string wc_error(const ibv_wc &wc, const char *what);
@@ -278,6 +339,14 @@ private:
     /// `status` is an OPAL code, for the PML's callback.
     void complete_frag(Frag *f, int status);
     void handle_recv(const ibv_wc &wc);
+    /// A received fragment the PML has seen: its buffer to repost, and the
+    /// path (-1: a retired QP) whose sender gets the credit back.
+    struct Reposted {
+        Endpoint *ep;
+        int path;
+        uint32_t buf_index;
+    };
+    void repost(const Reposted *done, size_t n);
     Path *account_completion(uint32_t qpn, Endpoint **ep);
     void on_send_completion(const ibv_wc &wc);
     /// A warning about something that came from the wire: at most one line
@@ -300,11 +369,15 @@ private:
     };
     std::unordered_map<uint32_t, QpRef> by_qpn_;
     std::vector<Deferred> deferred_; ///< PML callbacks to run unlocked
+    /// Emptied buffers of run_deferred, for take_deferred: one per progress
+    /// call running callbacks at once (threads, or a callback's progress).
+    std::vector<std::vector<Deferred>> spare_;
     RdmaOpPool rdma_ops_;
     uint32_t inflight_ = 0; ///< signaled sends + RDMA in flight (bounded by the CQ)
     uint32_t max_inflight_ = 0;
     mca_btl_base_module_error_cb_fn_t error_cb_ = nullptr;
     util::RateLimiter warn_{10.0, 16}; ///< warnings about what came from the wire
+    RailStats rail_stats_;
 };
 
 } // namespace roce::btl

@@ -369,12 +369,11 @@ void DataPath::rdma_done(RdmaOp *op, int status) {
         status = whole->status;
     }
     --whole->ep->rdma_outstanding_;
-    Deferred d;
+    Deferred &d = deferred_.emplace_back();
     d.kind = Deferred::Kind::kRdmaDone;
     d.ep = whole->ep;
     d.op = whole;
     d.status = status;
-    deferred_.push_back(std::move(d));
 }
 
 Status DataPath::flush(Endpoint *ep) {

@@ -187,7 +187,9 @@ Status DataPath::post_frag_on(Endpoint &ep, size_t i, Frag *f) {
     }
     wire::FragHeader h;
     h.tag = f->tag;
-    h.type = f->control ? wire::FragType::kCredit : wire::FragType::kData;
+    h.type = f->control   ? wire::FragType::kCredit
+             : f->forward ? wire::FragType::kForward
+                          : wire::FragType::kData;
     h.credits = path.tx.credits.take_owed();
     h.seq = f->seq;
     wire::encode(h, f->buf);

@@ -1,6 +1,7 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -26,7 +27,8 @@ class SeqWindow {
 public:
     /// `start` is the first sequence number expected (0 on a new connection).
     explicit SeqWindow(uint32_t span = 8192, uint32_t start = 0)
-        : bits_(span, false), base_(start) {}
+        : words_(word_count(span), 0), mask_(static_cast<uint32_t>(words_.size() * 64 - 1)),
+          span_(span), base_(start) {}
 
     enum class Verdict { kNew, kDuplicate, kTooFar };
 
@@ -35,20 +37,22 @@ public:
         if (ahead >= 0x80000000u) {
             return Verdict::kDuplicate; // behind the window: delivered long ago
         }
-        if (ahead >= bits_.size()) {
+        if (ahead >= span_) {
             return Verdict::kTooFar;
         }
-        size_t slot = (head_ + ahead) % bits_.size();
-        if (bits_[slot]) {
+        if (ahead == 0) {
+            // In order, the common case: base_'s bit is never set (the window
+            // slides past every received number at once).
+            ++base_;
+            slide();
+            return Verdict::kNew;
+        }
+        uint64_t &word = words_[(seq & mask_) >> 6];
+        uint64_t bit = uint64_t{1} << (seq & 63);
+        if ((word & bit) != 0) {
             return Verdict::kDuplicate;
         }
-        bits_[slot] = true;
-        // Slide past every number now received in order.
-        while (bits_[head_]) {
-            bits_[head_] = false;
-            head_ = (head_ + 1) % bits_.size();
-            ++base_;
-        }
+        word |= bit;
         return Verdict::kNew;
     }
 
@@ -56,9 +60,33 @@ public:
     uint32_t next_expected() const { return base_; }
 
 private:
-    std::vector<bool> bits_;
-    size_t head_ = 0;   ///< slot of base_
-    uint32_t base_ = 0;
+    // Bit (n & mask_) stands for number n: the bitmap holds a power of two
+    // of bits, at least span_, so it divides 2^32 (the numbering wraps
+    // consistently) and two numbers of the window never share a bit.
+    static size_t word_count(uint32_t span) {
+        size_t words = 1;
+        while (words * 64 < span) {
+            words *= 2;
+        }
+        return words;
+    }
+    /// Moves base_ past every number received beyond it, clearing their bits.
+    void slide() {
+        for (;;) {
+            uint64_t &word = words_[(base_ & mask_) >> 6];
+            uint64_t bit = uint64_t{1} << (base_ & 63);
+            if ((word & bit) == 0) {
+                return;
+            }
+            word &= ~bit;
+            ++base_;
+        }
+    }
+
+    std::vector<uint64_t> words_; ///< received numbers beyond base_
+    uint32_t mask_;
+    uint32_t span_;
+    uint32_t base_;
 };
 
 } // namespace roce::btl

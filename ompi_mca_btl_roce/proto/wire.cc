@@ -395,7 +395,8 @@ Result<FragHeader> parse_frag_header(const uint8_t *data, size_t len) {
     FragHeader h;
     h.tag = data[0];
     if (data[1] != static_cast<uint8_t>(FragType::kData) &&
-        data[1] != static_cast<uint8_t>(FragType::kCredit)) {
+        data[1] != static_cast<uint8_t>(FragType::kCredit) &&
+        data[1] != static_cast<uint8_t>(FragType::kForward)) {
         return Status(Code::kProtocol,
                       util::format("roce fragment with unknown type %u", data[1]));
     }
@@ -403,6 +404,61 @@ Result<FragHeader> parse_frag_header(const uint8_t *data, size_t len) {
     h.credits = static_cast<uint16_t>(data[2] | (data[3] << 8));
     h.seq = static_cast<uint32_t>(data[4]) | static_cast<uint32_t>(data[5]) << 8 |
             static_cast<uint32_t>(data[6]) << 16 | static_cast<uint32_t>(data[7]) << 24;
+    return h;
+}
+
+void encode(const ForwardHeader &h, uint8_t *out) noexcept {
+    out[0] = static_cast<uint8_t>(h.kind);
+    out[1] = h.tag;
+    out[2] = static_cast<uint8_t>(h.origin_src_port);
+    out[3] = static_cast<uint8_t>(h.origin_src_port >> 8);
+    out[4] = static_cast<uint8_t>(h.origin_dst_port);
+    out[5] = static_cast<uint8_t>(h.origin_dst_port >> 8);
+    out[6] = 0;
+    out[7] = 0;
+    for (int i = 0; i < 4; ++i) {
+        out[8 + i] = static_cast<uint8_t>(h.seq >> (8 * i));
+        out[12 + i] = static_cast<uint8_t>(h.length >> (8 * i));
+    }
+}
+
+Result<ForwardHeader> parse_forward(const uint8_t *data, size_t len) {
+    auto u16 = [&](size_t at) { return static_cast<uint16_t>(data[at] | (data[at + 1] << 8)); };
+    auto u32 = [&](size_t at) {
+        return static_cast<uint32_t>(data[at]) | static_cast<uint32_t>(data[at + 1]) << 8 |
+               static_cast<uint32_t>(data[at + 2]) << 16 | static_cast<uint32_t>(data[at + 3]) << 24;
+    };
+    if (len < kForwardHeaderSize) {
+        return Status(Code::kProtocol,
+                      util::format("forwarded fragment of %zu bytes is shorter than its %zu-byte "
+                                   "header",
+                                   len, kForwardHeaderSize));
+    }
+    if (data[0] != static_cast<uint8_t>(ForwardKind::kSend)) {
+        return Status(Code::kProtocol,
+                      util::format("forwarded fragment of unknown kind %u", data[0]));
+    }
+    if (data[6] != 0 || data[7] != 0) {
+        return Status(Code::kProtocol, "forwarded fragment with reserved bytes set");
+    }
+    ForwardHeader h;
+    h.kind = ForwardKind::kSend;
+    h.tag = data[1];
+    h.origin_src_port = u16(2);
+    h.origin_dst_port = u16(4);
+    h.seq = u32(8);
+    h.length = u32(12);
+    if (h.origin_src_port >= kMaxPorts || h.origin_dst_port >= kMaxPorts) {
+        return Status(Code::kProtocol,
+                      util::format("forwarded fragment names ports %u (sender) and %u "
+                                   "(receiver): at most %zu ports",
+                                   h.origin_src_port, h.origin_dst_port, kMaxPorts));
+    }
+    if (h.length != len - kForwardHeaderSize) {
+        return Status(Code::kProtocol,
+                      util::format("forwarded fragment declares %u payload bytes, carries %zu",
+                                   h.length, len - kForwardHeaderSize));
+    }
     return h;
 }
 

@@ -142,8 +142,11 @@ bool grh_source_gid(const uint8_t *grh, Gid *out);
 /// Header of every message on an RC connection (8 bytes, in front of the
 /// payload). `credits` returns receive credits of the path it travels on;
 /// `seq` numbers the data fragments of the connection (all paths together)
-/// so the receiver drops the copies a failover resends.
-enum class FragType : uint8_t { kData = 1, kCredit = 2 };
+/// so the receiver drops the copies a failover resends. kForward is a data
+/// fragment of this connection (numbered, windowed and credited like kData)
+/// whose payload is a fragment of another rail's connection to the same
+/// peer: a ForwardHeader, then that fragment's payload.
+enum class FragType : uint8_t { kData = 1, kCredit = 2, kForward = 3 };
 struct FragHeader {
     uint8_t tag = 0;
     FragType type = FragType::kData;
@@ -153,5 +156,40 @@ struct FragHeader {
 inline constexpr size_t kFragHeaderSize = 8;
 void encode(const FragHeader &h, uint8_t *out) noexcept;
 util::Result<FragHeader> parse_frag_header(const uint8_t *data, size_t len);
+
+/// What a forwarded fragment carries (issue 16, a rail lost: docs/architecture.md,
+/// "Losing a rail"). Only kSend exists: RDMA is not forwarded.
+enum class ForwardKind : uint8_t { kSend = 1 };
+
+/// The header of a kForward fragment's payload (16 bytes): a send of the
+/// sender's endpoint on another rail (the origin rail), carried over this
+/// one while the origin rail has no live path to the receiver. The origin
+/// rail is named by both ends' port indices as each published them in its
+/// modex address, so the receiver finds its own module for that rail
+/// (`origin_dst_port`) and checks that its endpoint there for the sender is
+/// the sender's port `origin_src_port`; `seq` is the fragment's number on
+/// that endpoint, run through that endpoint's duplicate window.
+///
+///   0 kind  1 tag  2-3 origin_src_port  4-5 origin_dst_port  6-7 reserved (0)
+///   8-11 seq  12-15 length (the payload bytes that follow, exactly)
+struct ForwardHeader {
+    ForwardKind kind = ForwardKind::kSend;
+    uint8_t tag = 0;              ///< the PML's tag of the forwarded send
+    uint16_t origin_src_port = 0; ///< the sender's port index of the origin rail
+    uint16_t origin_dst_port = 0; ///< the receiver's port index of the origin rail
+    uint32_t seq = 0;             ///< the fragment's number on the origin endpoint
+    uint32_t length = 0;          ///< payload bytes after the header
+    bool operator==(const ForwardHeader &o) const {
+        return kind == o.kind && tag == o.tag && origin_src_port == o.origin_src_port &&
+               origin_dst_port == o.origin_dst_port && seq == o.seq && length == o.length;
+    }
+};
+inline constexpr size_t kForwardHeaderSize = 16;
+void encode(const ForwardHeader &h, uint8_t *out) noexcept;
+/// Parses the payload of a kForward fragment (`len` bytes after its
+/// FragHeader). kProtocol, naming the field, when it is shorter than the
+/// header, of an unknown kind, has reserved bits set, names a port index
+/// beyond kMaxPorts, or its length is not exactly the bytes that follow.
+util::Result<ForwardHeader> parse_forward(const uint8_t *data, size_t len);
 
 } // namespace roce::btl::wire

@@ -78,7 +78,7 @@ CommMatcher::Bucket *CommMatcher::make_bucket(uint64_t key) noexcept {
 
 void CommMatcher::evict_idle() noexcept {
     while (idle_count_ > options_.max_idle_buckets) {
-        Bucket *old = idle_head_;
+        Bucket *old = idle_head_ != nullptr ? idle_head_ : newest_idle_;
         unidle(old);
         index_.erase(old->key);
         bucket_pool_.free(old);
@@ -94,12 +94,61 @@ Arrival CommMatcher::rejected(const Envelope &envelope, Verdict why) noexcept {
     return a;
 }
 
+// Everything that can fail (node, buckets, the pml's keep) comes before the
+// first list is touched, so a failure leaves the matcher as it was.
+inline CommMatcher::UnexNode *CommMatcher::enqueue_unexpected(PeerState *p, const Envelope &envelope,
+                                                       Bucket *kb, void *payload,
+                                                       KeepFn *keep) noexcept {
+    UnexNode *u = unex_pool_.alloc();
+    if (u == nullptr) {
+        return nullptr;
+    }
+    // Making buckets never erases one (only settle() does), so kb stays valid.
+    if (kb == nullptr && (kb = bucket(envelope.source, envelope.tag)) == nullptr) {
+        unex_pool_.free(u);
+        return nullptr;
+    }
+    Bucket *tb = nullptr;
+    if ((tag_lists_ && (tb = bucket(kAnySource, envelope.tag)) == nullptr) ||
+        (payload == nullptr && (payload = (*keep)()) == nullptr)) {
+        unex_pool_.free(u);
+        settle(kb); // a fresh bucket must not stay empty off the FIFO
+        if (tb != nullptr) {
+            settle(tb);
+        }
+        trim_idle();
+        return nullptr;
+    }
+    unidle(kb);
+    u->key_bucket = kb;
+    u->tag_bucket = tb;
+    u->peer = p;
+    u->payload = payload;
+    u->source = envelope.source;
+    u->tag = envelope.tag;
+    u->seq = envelope.seq;
+    push_back<kByKey>(kb->unexpected, u);
+    if (tb != nullptr) {
+        unidle(tb);
+        push_back<kByTag>(tb->unexpected, u);
+    }
+    if (source_lists_ && envelope.tag >= 0) {
+        push_back<kBySource>(p->unexpected, u);
+        push_back<kByAll>(unexpected_all_, u);
+    }
+    u->admitted = next_admitted_++;
+    stats_.peak_unexpected = std::max(stats_.peak_unexpected, unex_pool_.live());
+    return u;
+}
+
 // Matches an admitted (in-sequence) message, or queues it as unexpected.
 // Inline: it is the body of both arrive() and next_ready().
 inline void CommMatcher::admit(PeerState *p, const Envelope &envelope, void *payload, KeepFn *keep,
                                Arrival &a) noexcept {
     Bucket *kb = index_.find(pack_key(envelope.source, envelope.tag));
-    if (PostedNode *n = first_posted_for(p, envelope.tag, kb)) {
+    // Nothing posted at all (the common case for a message that waits): no
+    // receive list to look at.
+    if (PostedNode *n = posted_pool_.live() == 0 ? nullptr : first_posted_for(p, envelope.tag, kb)) {
         a.kind = ArrivalKind::kMatched;
         a.request = n->request;
         a.message = Message{envelope.source, envelope.tag, envelope.seq, payload};
@@ -188,47 +237,58 @@ Arrival CommMatcher::next_ready(int32_t source) noexcept {
     return a;
 }
 
-// Everything that can fail (node, buckets, the pml's keep) comes before the
-// first list is touched, so a failure leaves the matcher as it was.
-CommMatcher::UnexNode *CommMatcher::enqueue_unexpected(PeerState *p, const Envelope &envelope,
-                                                       Bucket *kb, void *payload,
-                                                       KeepFn *keep) noexcept {
-    UnexNode *u = unex_pool_.alloc();
-    if (u == nullptr) {
-        return nullptr;
+// The first (kAnySource, tag) or kAnyTag lookup on this communicator: the
+// lists it needs are built from every unexpected message (each is on its
+// (source, tag) bucket) sorted by admission stamp, so each new list is in
+// admission order as if it had been kept all along. O(u log u + index
+// capacity), once per communicator. What can fail (the sort's array, the
+// buckets) comes first: then the buckets made are parked again and nothing
+// else changed.
+bool CommMatcher::build_lists(int32_t source, int32_t tag) noexcept {
+    const bool tags = source == kAnySource && tag != kAnyTag && !tag_lists_;
+    const bool sources = tag == kAnyTag && !source_lists_;
+    std::vector<UnexNode *> all;
+    try {
+        all.reserve(unex_pool_.live());
+    } catch (...) {
+        return false;
     }
-    // Making buckets never erases one (only settle() does), so kb stays valid.
-    if (kb == nullptr && (kb = bucket(envelope.source, envelope.tag)) == nullptr) {
-        unex_pool_.free(u);
-        return nullptr;
-    }
-    Bucket *tb = bucket(kAnySource, envelope.tag);
-    if (tb == nullptr || (payload == nullptr && (payload = (*keep)()) == nullptr)) {
-        unex_pool_.free(u);
-        settle(kb); // a fresh bucket must not stay empty off the FIFO
-        if (tb != nullptr) {
-            settle(tb);
+    index_.for_each([&all](uint64_t key, Bucket *b) {
+        if (static_cast<int32_t>(key >> 32) != kAnySource) {
+            for (UnexNode *u = b->unexpected.head; u != nullptr; u = u->link[kByKey].next) {
+                all.push_back(u); // within the reserved size
+            }
         }
-        trim_idle();
-        return nullptr;
+    });
+    std::sort(all.begin(), all.end(),
+              [](const UnexNode *a, const UnexNode *b) { return a->admitted < b->admitted; });
+    if (tags) {
+        for (std::size_t i = 0; i < all.size(); ++i) {
+            if ((all[i]->tag_bucket = bucket(kAnySource, all[i]->tag)) == nullptr) {
+                for (std::size_t k = 0; k < i; ++k) {
+                    settle(all[k]->tag_bucket);
+                    all[k]->tag_bucket = nullptr;
+                }
+                trim_idle();
+                return false;
+            }
+        }
+        for (UnexNode *u : all) {
+            unidle(u->tag_bucket);
+            push_back<kByTag>(u->tag_bucket->unexpected, u);
+        }
+        tag_lists_ = true;
     }
-    unidle(kb);
-    unidle(tb);
-    u->key_bucket = kb;
-    u->tag_bucket = tb;
-    u->peer = p;
-    u->payload = payload;
-    u->source = envelope.source;
-    u->tag = envelope.tag;
-    u->seq = envelope.seq;
-    push_back<kByKey>(kb->unexpected, u);
-    push_back<kByTag>(tb->unexpected, u);
-    if (envelope.tag >= 0) {
-        push_back<kBySource>(p->unexpected, u);
-        push_back<kByAll>(unexpected_all_, u);
+    if (sources) {
+        for (UnexNode *u : all) {
+            if (u->tag >= 0) {
+                push_back<kBySource>(u->peer->unexpected, u);
+                push_back<kByAll>(unexpected_all_, u);
+            }
+        }
+        source_lists_ = true;
     }
-    stats_.peak_unexpected = std::max(stats_.peak_unexpected, unex_pool_.live());
-    return u;
+    return true;
 }
 
 } // namespace roce::pml::match

@@ -121,6 +121,15 @@ public:
     /// changed). O(1) expected.
     Posting post(int32_t source, int32_t tag, void *request) noexcept;
 
+    /// As post(), but the request is made only if it is needed: when an
+    /// unexpected message matches, it is taken and make_request is never
+    /// called (a blocking receive that finds its message needs no request);
+    /// otherwise make_request is called once, after everything else that can
+    /// fail, and the request it returns is posted (kNoMemory, nothing
+    /// changed, when it returns nullptr). It runs inside the call, under the
+    /// caller's lock, and must not call the matcher. O(1) expected.
+    Posting post(int32_t source, int32_t tag, MakeRequestFn make_request) noexcept;
+
     /// Removes a posted receive that has not matched. Returns true if it was
     /// removed; false if the handle is stale (the receive already matched or
     /// was cancelled). O(1).
@@ -128,9 +137,18 @@ public:
 
     /// MPI_Iprobe: the unexpected message a receive (source, tag) posted now
     /// would take, left in place (found = false when none). Messages held for
-    /// sequence order are not visible yet. kBadSource as for post(). O(1)
+    /// sequence order are not visible yet. kBadSource as for post();
+    /// kNoMemory when the wildcard's index cannot be built (below). O(1)
     /// expected.
-    Probe iprobe(int32_t source, int32_t tag) const noexcept;
+    ///
+    /// Wildcard indexes (post, iprobe, improbe): the lists that find the
+    /// earliest unexpected message for (kAnySource, tag) and for kAnyTag
+    /// receives are built the first time the communicator is asked for such
+    /// a receive or probe, from the messages then unexpected (sorted by
+    /// admission: O(u log u + index capacity), once per communicator), and
+    /// kept from then on; until then arrivals and receives without wildcards
+    /// do not pay for them.
+    Probe iprobe(int32_t source, int32_t tag) noexcept;
 
     /// MPI_Improbe: as iprobe(), but removes the message; the pml owns its
     /// payload again and receives from it later (MPI_Mrecv). O(1) expected.
@@ -176,12 +194,25 @@ private:
     PostedNode *first_posted_for(const PeerState *p, int32_t tag,
                                  const Bucket *key_bucket) const noexcept;
     UnexNode *first_unexpected_for(int32_t source, int32_t tag) const noexcept;
+    // Builds the wildcard lists a (source, tag) lookup needs if they are not
+    // kept yet; false (nothing changed) when out of memory.
+    bool wildcard_lists(int32_t source, int32_t tag) noexcept {
+        return (source != kAnySource || tag == kAnyTag || tag_lists_) &&
+                       (tag != kAnyTag || source_lists_)
+                   ? true
+                   : build_lists(source, tag);
+    }
+    bool build_lists(int32_t source, int32_t tag) noexcept;
     void remove_posted(PostedNode *n) noexcept;
     [[gnu::always_inline]] Message take_unexpected(UnexNode *u) noexcept;
-    UnexNode *enqueue_unexpected(PeerState *p, const Envelope &envelope, Bucket *key_bucket,
-                                 void *payload, KeepFn *keep) noexcept;
+    [[gnu::always_inline]] UnexNode *enqueue_unexpected(PeerState *p, const Envelope &envelope,
+                                                        Bucket *key_bucket, void *payload,
+                                                        KeepFn *keep) noexcept;
     [[gnu::always_inline]] bool post_node(int32_t source, int32_t tag, Bucket *key_bucket,
-                                          void *request, PostedHandle *handle) noexcept;
+                                          void *request, MakeRequestFn *make,
+                                          PostedHandle *handle) noexcept;
+    [[gnu::always_inline]] Posting post_impl(int32_t source, int32_t tag, void *request,
+                                             MakeRequestFn *make) noexcept;
     void set_more_ready(const PeerState *p, Arrival &a) const noexcept;
     Arrival rejected(const Envelope &envelope, Verdict why) noexcept;
 
@@ -192,10 +223,14 @@ private:
     std::size_t held_count_ = 0;
     detail::PostedList posted_any_any_; // posted (kAnySource, kAnyTag) receives
     detail::UnexList unexpected_all_;   // unexpected with tag >= 0 from anyone (kByAll)
+    uint64_t next_admitted_ = 0;        // admission stamp of the next unexpected message
+    bool tag_lists_ = false;    // kByTag lists kept (a (kAnySource, t) lookup happened)
+    bool source_lists_ = false; // kBySource and kByAll lists kept (a kAnyTag lookup happened)
     detail::KeyIndex<Bucket> index_;
     Bucket *idle_head_ = nullptr; // FIFO of empty buckets, oldest first
     Bucket *idle_tail_ = nullptr;
-    std::size_t idle_count_ = 0;
+    Bucket *newest_idle_ = nullptr; // the newest empty bucket, after the FIFO's tail
+    std::size_t idle_count_ = 0;    // FIFO + newest_idle_
     std::vector<PeerState *> peers_; // by source rank; nullptr until first use
     detail::NodePool<PostedNode, &PostedNode::next> posted_pool_;
     detail::NodePool<UnexNode, &UnexNode::pool_next> unex_pool_;

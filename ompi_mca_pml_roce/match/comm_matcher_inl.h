@@ -28,16 +28,23 @@ inline CommMatcher::Bucket *CommMatcher::bucket(int32_t source, int32_t tag) noe
 // of distinct tags) cost one insert and one erase each, and the index stays
 // proportional to the keys in use. Eviction is a separate step (trim_idle) so
 // that parking one bucket never frees another one a caller still holds.
+// The newest parked bucket waits in newest_idle_ rather than at the FIFO's
+// tail (it joins the FIFO when another one is parked): a bucket emptied and
+// used again at once, the common case, then costs two pointer stores.
 inline void CommMatcher::settle(Bucket *b) noexcept {
     if (!b->empty() || b->idle) {
         return;
     }
     b->idle = true;
-    b->idle_next = nullptr;
-    b->idle_prev = idle_tail_;
-    (idle_tail_ != nullptr ? idle_tail_->idle_next : idle_head_) = b;
-    idle_tail_ = b;
     ++idle_count_;
+    if (newest_idle_ != nullptr) {
+        Bucket *n = newest_idle_;
+        n->idle_next = nullptr;
+        n->idle_prev = idle_tail_;
+        (idle_tail_ != nullptr ? idle_tail_->idle_next : idle_head_) = n;
+        idle_tail_ = n;
+    }
+    newest_idle_ = b;
 }
 
 inline void CommMatcher::trim_idle() noexcept {
@@ -50,10 +57,14 @@ inline void CommMatcher::unidle(Bucket *b) noexcept {
     if (!b->idle) {
         return;
     }
-    (b->idle_prev != nullptr ? b->idle_prev->idle_next : idle_head_) = b->idle_next;
-    (b->idle_next != nullptr ? b->idle_next->idle_prev : idle_tail_) = b->idle_prev;
     b->idle = false;
     --idle_count_;
+    if (b == newest_idle_) {
+        newest_idle_ = nullptr;
+        return;
+    }
+    (b->idle_prev != nullptr ? b->idle_prev->idle_next : idle_head_) = b->idle_next;
+    (b->idle_next != nullptr ? b->idle_next->idle_prev : idle_tail_) = b->idle_prev;
 }
 
 inline void CommMatcher::set_more_ready(const PeerState *p, Arrival &a) const noexcept {
@@ -120,13 +131,15 @@ inline void CommMatcher::remove_posted(PostedNode *n) noexcept {
 inline Message CommMatcher::take_unexpected(UnexNode *u) noexcept {
     using detail::unlink;
     unlink<detail::kByKey>(u->key_bucket->unexpected, u);
-    unlink<detail::kByTag>(u->tag_bucket->unexpected, u);
-    if (u->tag >= 0) {
+    if (tag_lists_) {
+        unlink<detail::kByTag>(u->tag_bucket->unexpected, u);
+        settle(u->tag_bucket);
+    }
+    if (source_lists_ && u->tag >= 0) {
         unlink<detail::kBySource>(u->peer->unexpected, u);
         unlink<detail::kByAll>(unexpected_all_, u);
     }
     settle(u->key_bucket);
-    settle(u->tag_bucket);
     trim_idle();
     Message m{u->source, u->tag, u->seq, u->payload};
     unex_pool_.free(u);

@@ -10,9 +10,10 @@ namespace roce::pml::match {
 
 using namespace detail;
 
-// Appends a receive that took no unexpected message to its FIFO.
+// Appends a receive that took no unexpected message to its FIFO. The
+// request is `request`, or made by `make` once nothing else can fail.
 inline bool CommMatcher::post_node(int32_t source, int32_t tag, Bucket *kb, void *request,
-                                   PostedHandle *handle) noexcept {
+                                   MakeRequestFn *make, PostedHandle *handle) noexcept {
     PostedNode *n = posted_pool_.alloc();
     if (n == nullptr) {
         if (kb != nullptr) {
@@ -27,7 +28,6 @@ inline bool CommMatcher::post_node(int32_t source, int32_t tag, Bucket *kb, void
             posted_pool_.free(n);
             return false;
         }
-        unidle(kb);
         list = &kb->posted;
     } else if (source == kAnySource) {
         list = &posted_any_any_;
@@ -38,6 +38,17 @@ inline bool CommMatcher::post_node(int32_t source, int32_t tag, Bucket *kb, void
             return false;
         }
         list = &p->posted_any_tag;
+    }
+    if (make != nullptr && (request = (*make)()) == nullptr) {
+        posted_pool_.free(n);
+        if (tag != kAnyTag) {
+            settle(kb); // a fresh bucket must not stay empty off the FIFO
+            trim_idle();
+        }
+        return false;
+    }
+    if (tag != kAnyTag) {
+        unidle(kb);
     }
     n->bucket = tag != kAnyTag ? kb : nullptr;
     n->request = request;
@@ -53,7 +64,8 @@ inline bool CommMatcher::post_node(int32_t source, int32_t tag, Bucket *kb, void
     return true;
 }
 
-Posting CommMatcher::post(int32_t source, int32_t tag, void *request) noexcept {
+inline Posting CommMatcher::post_impl(int32_t source, int32_t tag, void *request,
+                                      MakeRequestFn *make) noexcept {
     Posting r;
     if (source < kAnySource || source >= size_) {
         r.verdict = Verdict::kBadSource;
@@ -71,6 +83,10 @@ Posting CommMatcher::post(int32_t source, int32_t tag, void *request) noexcept {
         }
         u = kb->unexpected.head;
     } else {
+        if (!wildcard_lists(source, tag)) {
+            r.verdict = Verdict::kNoMemory;
+            return r;
+        }
         u = first_unexpected_for(source, tag);
     }
     if (u != nullptr) {
@@ -79,10 +95,18 @@ Posting CommMatcher::post(int32_t source, int32_t tag, void *request) noexcept {
         ++stats_.matched_on_post;
         return r;
     }
-    if (!post_node(source, tag, kb, request, &r.handle)) {
+    if (!post_node(source, tag, kb, request, make, &r.handle)) {
         r.verdict = Verdict::kNoMemory;
     }
     return r;
+}
+
+Posting CommMatcher::post(int32_t source, int32_t tag, void *request) noexcept {
+    return post_impl(source, tag, request, nullptr);
+}
+
+Posting CommMatcher::post(int32_t source, int32_t tag, MakeRequestFn make_request) noexcept {
+    return post_impl(source, tag, nullptr, &make_request);
 }
 
 bool CommMatcher::cancel(PostedHandle handle) noexcept {
@@ -94,10 +118,14 @@ bool CommMatcher::cancel(PostedHandle handle) noexcept {
     return true;
 }
 
-Probe CommMatcher::iprobe(int32_t source, int32_t tag) const noexcept {
+Probe CommMatcher::iprobe(int32_t source, int32_t tag) noexcept {
     Probe r;
     if (source < kAnySource || source >= size_) {
         r.verdict = Verdict::kBadSource;
+        return r;
+    }
+    if (!wildcard_lists(source, tag)) {
+        r.verdict = Verdict::kNoMemory;
         return r;
     }
     if (const UnexNode *u = first_unexpected_for(source, tag)) {
@@ -111,6 +139,10 @@ Probe CommMatcher::improbe(int32_t source, int32_t tag) noexcept {
     Probe r;
     if (source < kAnySource || source >= size_) {
         r.verdict = Verdict::kBadSource;
+        return r;
+    }
+    if (!wildcard_lists(source, tag)) {
+        r.verdict = Verdict::kNoMemory;
         return r;
     }
     if (UnexNode *u = first_unexpected_for(source, tag)) {
@@ -150,7 +182,7 @@ std::size_t CommMatcher::drain(FnRef<void(void *request)> on_request,
     });
     index_.for_each([&](uint64_t, Bucket *b) { bucket_pool_.free(b); });
     index_.clear();
-    idle_head_ = idle_tail_ = nullptr;
+    idle_head_ = idle_tail_ = newest_idle_ = nullptr;
     idle_count_ = 0;
     release_posted(posted_any_any_);
     unexpected_all_ = UnexList();

@@ -53,7 +53,10 @@ inline void unlink(PostedNode *n) noexcept {
 
 struct PeerState;
 
-/// The four arrival-ordered lists an unexpected message can be on.
+/// The arrival-ordered lists an unexpected message can be on. kByKey is
+/// always kept; kByTag is kept once a (kAnySource, tag) receive or probe was
+/// asked for on the communicator, kBySource and kByAll once a kAnyTag one
+/// was (built then from the messages' admission stamps).
 enum UnexLink : unsigned {
     kByKey = 0,    ///< messages with this (source, tag): Bucket(source, tag)
     kByTag = 1,    ///< messages with this tag from any source: Bucket(kAnySource, tag)
@@ -69,8 +72,9 @@ struct UnexNode {
         UnexNode *next;
     };
     Link link[kLinkCount]; // by-source and by-all unused when tag < 0
+    uint64_t admitted;     // admission stamp: orders the lists built on demand
     Bucket *key_bucket;
-    Bucket *tag_bucket;
+    Bucket *tag_bucket; // nullptr while the communicator keeps no kByTag lists
     PeerState *peer;
     void *payload;
     int32_t source;

@@ -142,4 +142,10 @@ private:
 /// cannot allocate one (the arrival is then refused with kNoMemory).
 using KeepFn = FnRef<void *()>;
 
+/// Called by CommMatcher::post (the form that takes it) only when the
+/// receive must be posted, after everything else that can fail: returns the
+/// pml's request (non-null, opaque), or nullptr when it cannot make one (the
+/// post is then refused with kNoMemory, nothing changed).
+using MakeRequestFn = FnRef<void *()>;
+
 } // namespace roce::pml::match

@@ -1,7 +1,10 @@
 /* self: messages a rank sends to itself: Isend then Recv and Irecv then
  * Send, from 0 B to 16 MiB; wildcard receives (ANY_SOURCE/ANY_TAG) of own
  * messages in order; Issend to self (incomplete until the receive); probe and
- * mprobe of own messages; non-contiguous types to self; Sendrecv to self.
+ * mprobe of own messages; non-contiguous types to self; Sendrecv to self; a
+ * blocking receive too small for its (already arrived) message: eager and
+ * rendezvous sizes give MPI_ERR_TRUNCATE, the first bytes, nothing past the
+ * buffer.
  */
 #include "dtlayout.h"
 
@@ -39,6 +42,36 @@ int main(int argc, char **argv) {
                 mt_verify(r, (size_t)n, mt_seed(me, me, step, it), what);
             step++;
         }
+        /* a blocking receive too small for a message that is already here */
+        MPI_Comm rc_comm;
+        MPI_Comm_dup(MPI_COMM_WORLD, &rc_comm);
+        MPI_Comm_set_errhandler(rc_comm, MPI_ERRORS_RETURN);
+        static const long long tsizes[] = {100, 1 << 20};
+        for (int k = 0; k < 2; k++) {
+            long long n = tsizes[k] > cap ? cap : tsizes[k], room = n / 2;
+            char what[96];
+            MPI_Request rq;
+            MPI_Status st;
+            mt_step("it %ld Isend+Recv %lld B into %lld B", it, n, room);
+            snprintf(what, sizeof what, "self Isend %lld B + Recv into %lld B", n, room);
+            mt_fill(s, (size_t)n, mt_seed(me, me, 90 + k, it));
+            memset(r, 0xEE, (size_t)room + 64);
+            MPI_Isend(s, (int)n, MPI_BYTE, me, 6, rc_comm, &rq);
+            int rc = MPI_Recv(r, (int)room, MPI_BYTE, me, 6, rc_comm, &st), cls = rc;
+            if (rc != MPI_SUCCESS)
+                MPI_Error_class(rc, &cls);
+            MT_CHECK(cls == MPI_ERR_TRUNCATE, "%s: error class %d, expected MPI_ERR_TRUNCATE",
+                     what, cls);
+            int cnt = -1;
+            MPI_Get_count(&st, MPI_BYTE, &cnt);
+            MT_CHECK(st.MPI_SOURCE == me && st.MPI_TAG == 6 && (cnt == room || cnt == n),
+                     "%s: status source %d tag %d count %d", what, st.MPI_SOURCE, st.MPI_TAG, cnt);
+            mt_verify(r, (size_t)room, mt_seed(me, me, 90 + k, it), what);
+            if (mt_strict()) /* ob1 4.1.4 writes past the buffer (truncate.c) */
+                mt_verify_fill(r + room, 64, 0xEE, what);
+            MT_CHECK(MPI_Wait(&rq, MPI_STATUS_IGNORE) == MPI_SUCCESS, "%s: the send", what);
+        }
+        MPI_Comm_free(&rc_comm);
         /* order of several own messages through wildcards */
         mt_step("it %ld ordering through wildcards", it);
         int64_t v[6];

@@ -1,6 +1,8 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #include "btl_e2e_util.h"
 
+#include "opal/class/opal_bitmap.h"
+
 #include "catch.h"
 
 namespace roce::testing::e2e {
@@ -59,6 +61,39 @@ void teardown(BtlFabric &f) {
     CHECK(f.fake.live_objects() == 0);
     CHECK(f.fake.busy_deregs() == 0);
     CHECK(verbs::last_destroy_errno() == 0);
+}
+
+void rdma_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, void *,
+               mca_btl_base_registration_handle_t *, void *context, void *, int status) {
+    auto *r = static_cast<RdmaResult *>(context);
+    ++r->calls;
+    r->status = status;
+}
+
+btl::Module &rail(BtlFabric &f, size_t i, size_t r) {
+    return r == 0 ? *f.procs[i]->module : *f.procs[i]->more_rails.at(r - 1);
+}
+
+std::vector<bool> add_on_rail(BtlFabric &f, size_t i, size_t r,
+                              std::vector<mca_btl_base_endpoint_t *> &eps) {
+    std::vector<opal_proc_t *> all;
+    for (auto &p : f.procs) {
+        all.push_back(&p->proc);
+    }
+    opal_bitmap_t reach;
+    OBJ_CONSTRUCT(&reach, opal_bitmap_t);
+    REQUIRE(opal_bitmap_init(&reach, static_cast<int>(all.size())) == OPAL_SUCCESS);
+    eps.assign(all.size(), nullptr);
+    mca_btl_base_module_t *b = rail(f, i, r).base();
+    REQUIRE(b->btl_add_procs(b, all.size(), all.data(), eps.data(), &reach) == OPAL_SUCCESS);
+    std::vector<bool> out;
+    for (size_t j = 0; j < all.size(); ++j) {
+        bool bit = opal_bitmap_is_set_bit(&reach, static_cast<int>(j));
+        CHECK(bit == (eps[j] != nullptr)); // an endpoint exactly where the bit is set
+        out.push_back(bit);
+    }
+    OBJ_DESTRUCT(&reach);
+    return out;
 }
 
 } // namespace roce::testing::e2e

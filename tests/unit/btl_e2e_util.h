@@ -25,4 +25,22 @@ void check_pairing(BtlFabric &f, size_t i, size_t j);
 /// nothing of the fake is left, in the right order (Catch checks).
 void teardown(BtlFabric &f);
 
+/// What an RDMA completion callback (rdma_done) saw.
+struct RdmaResult {
+    int calls = 0;
+    int status = 1; ///< the last status (1: none yet)
+};
+/// An RDMA completion callback counting into the RdmaResult of its context.
+void rdma_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, void *,
+               mca_btl_base_registration_handle_t *, void *context, void *, int status);
+
+/// Rail r of process i (FabricOptions::all_rails): its first module, or
+/// more_rails[r - 1].
+btl::Module &rail(BtlFabric &f, size_t i, size_t r);
+/// add_procs of every process on rail r of process i, as the bml calls it:
+/// the endpoints (in `eps`) and which peers the module reaches; checks that
+/// there is an endpoint exactly where the bit is set.
+std::vector<bool> add_on_rail(BtlFabric &f, size_t i, size_t r,
+                              std::vector<mca_btl_base_endpoint_t *> &eps);
+
 } // namespace roce::testing::e2e

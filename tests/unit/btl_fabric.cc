@@ -108,6 +108,7 @@ BtlFabric::BtlFabric(FabricOptions o) : fake(fixture(o.fixture)) {
             env.snapshots = qp::cache_snapshot_source(*cache, plans[r].device);
             env.who = {p->name, p->token, static_cast<uint32_t>(o.procs)};
             env.peers = this;
+            env.rails = p->rails;
             env.registry =
                 [](btl::Device &dev) -> util::Result<std::unique_ptr<btl::MemoryRegistry>> {
                 return std::unique_ptr<btl::MemoryRegistry>(std::make_unique<DirectRegistry>(dev));

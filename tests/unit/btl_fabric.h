@@ -42,6 +42,8 @@ struct BtlProc {
     /// FabricOptions::all_rails: the modules of the machine's other ports
     /// (rail r + 1 of this process), published after `module` in the modex.
     std::vector<std::unique_ptr<btl::Module>> more_rails;
+    /// The process's rails (all its modules), as the component's.
+    std::shared_ptr<btl::Rails> rails = std::make_shared<btl::Rails>();
     std::vector<mca_btl_base_endpoint_t *> eps; ///< eps[j]: this process's endpoint for process j
     std::vector<std::string> received;          ///< payloads of the fragments delivered to the PML
     std::vector<std::string> errors;            ///< the PML's error callback

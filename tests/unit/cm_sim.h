@@ -110,6 +110,10 @@ public:
     std::string route(const Peer &) const override { return "simulated route"; }
     Peer *find_peer(uint64_t name) override { return peer(name); }
     bool unknown_requester(uint64_t name) override;
+    bool reached_elsewhere(const Peer &) const override { return elsewhere; }
+    /// What reached_elsewhere answers: another rail of this node reaches
+    /// every peer (issue 16).
+    bool elsewhere = false;
 
     /// Makes the next `n` open_qp/accept_qps calls fail (resource exhaustion).
     void fail_qp_creation(int n) { fail_qps_ = n; }

@@ -25,7 +25,12 @@
 //              FakeDevice::checks_pkey_index)
 //      EINVAL  path_mtu outside IBV_MTU_256..4096 or above the port's max
 //  - post_send (only in RTS) / post_recv / post_srq_recv, recorded with
-//    copies of the work requests; signaled sends complete with success on
+//    copies of the work requests; IBV_SEND_INLINE data is copied at post
+//    (the buffer may be reused at once, no lkey is looked at), up to the
+//    QP's cap.max_inline_data (granted as asked at create, reported by
+//    query_qp): more fails the post with rxe's EINVAL (validate_send_wr)
+//    or mlx5's ENOMEM (set_data_inl_seg), as does inline on an RDMA read
+//    or atomic; signaled sends complete with success on
 //    the send CQ unless fail_next_send() scripts an error completion (the QP
 //    then goes to ERR and later WRs flush, as hardware does), or stay in
 //    flight until complete_sends() or a flush (set_auto_complete_sends); deliver_recv()
@@ -60,6 +65,18 @@
 //        queued events) that can be made non-blocking and polled;
 //      * busy_deregs(): MRs deregistered while a posted receive still
 //        pointed into them;
+//  - mlx5 DC (fake_verbs_dc.cc, where each rule cites its source): DCIs and
+//    DCTs created with mlx5dv_create_qp and rdma-core's/the kernel's errno
+//    (EOPNOTSUPP off mlx5 or without the dct capability, FakeDevice::dc);
+//    a DCT attached to an SRQ, keyed at creation, numbered at RTR, never
+//    leaving RTR (no ERR/RESET); DCIs posted through the extended
+//    work-request API (ibv_wr_* with mlx5dv_wr_set_dc_addr; wr_complete is
+//    all or nothing: ENOMEM on overflow, EINVAL on an unfinished request);
+//    in wire mode run_dc() carries DCI work to the DCT its address handle,
+//    DCT number and key name, and a wrong key is dropped and counted at the
+//    target (dct_key_violations) and retried out at the initiator
+//    (IBV_WC_RETRY_EXC_ERR, the DCI to ERR); mlx5dv_query_device answers
+//    the DC ODP caps;
 //  - any call can be made to fail on demand (fail());
 //  - in wire mode (set_wire), the QPs of one FakeVerbs reach each other:
 //    UD datagrams wait on the wire for the test to deliver (or lose,
@@ -95,6 +112,7 @@ enum class Call {
     kCreateSrq, kDestroySrq, kPostSrqRecv, kCreateQp, kDestroyQp, kModifyQp, kQueryQp,
     kPostSend, kPostRecv, kCreateAh, kDestroyAh, kMlx5dvQueryDevice, kMlx5dvCreateQp,
     kMlx5dvModifyQpLagPort, kMlx5dvQueryQpLagPort, kMlx5dvModifyQpUdpSport,
+    kWrComplete, ///< the extended work-request API's post (fake_verbs_dc.cc)
     kCount
 };
 const char *call_name(Call c) noexcept;
@@ -119,14 +137,32 @@ struct FakePort {
 
 struct FakeDevice {
     std::string name;
-    bool mlx5 = false;              ///< mlx5dv_* work; DC QPs can be created
+    bool mlx5 = false;              ///< mlx5dv_* work; DC QPs can be created (if dc)
+    bool dc = true;                 ///< the HCA's dct capability (mlx5 only): without
+                                    ///< it mlx5dv_create_qp(DCI/DCT) fails EOPNOTSUPP
+    uint32_t dc_odp_caps = 0;       ///< mlx5dv_query_device's DC ODP caps (IBV_ODP_SUPPORT_*)
+    bool dc_atomics = true;         ///< a DCT may take REMOTE_ATOMIC (else EOPNOTSUPP)
     int num_lag_ports = 0;          ///< reported by mlx5dv_query_device; > 1: LAG mode
     int lag_port_down = 0;          ///< a LAG port (1-based) whose link is down: QPs
                                     ///< configured for it are active on another one
+    /// Wire mode: every cable of the device is pulled beyond its ports (both
+    /// bond members at the switch, or the switch itself): nothing it sends
+    /// arrives and nothing reaches it. Its RC work requests, and those of
+    /// any QP connected to one of its QPs, complete with
+    /// IBV_WC_RETRY_EXC_ERR as with a responder that never answers (QP to
+    /// ERR, the rest flush); UD datagrams from or to it are dropped at
+    /// delivery. RC traffic between two QPs of one context (a process's
+    /// loopback path) still flows: the device loops it back inside. Port
+    /// state and GIDs stay as they are (no carrier change is modelled);
+    /// clearing it reconnects the wire.
+    bool link_down = false;
     bool checks_pkey_index = true;  ///< mlx5 refuses pkey_index >= table (rxe does not)
     bool raises_last_wqe = true;    ///< SRQ QP in ERR -> IBV_EVENT_QP_LAST_WQE_REACHED
                                     ///< (the IBA requires it; rxe on Linux 6.1 does not)
     bool cleans_cq_on_destroy = false; ///< destroy_qp removes the QP's CQEs (mlx5)
+    /// The most inline data a QP may ask for (cap.max_inline_data); more
+    /// fails create_qp with EINVAL. rxe's RXE_MAX_INLINE_DATA is 400.
+    uint32_t max_inline_data = 400;
     std::vector<FakePort> ports;    ///< ports[0] is port 1
 };
 
@@ -142,8 +178,9 @@ struct PostedWr {
     std::vector<ibv_sge> sge;
     uint32_t length = 0;                 ///< sum of the sge lengths (sends)
     uint32_t imm_data = 0;
-    uint32_t remote_qpn = 0, remote_qkey = 0; ///< UD sends
-    ibv_ah *ah = nullptr;                     ///< UD sends
+    uint32_t remote_qpn = 0, remote_qkey = 0; ///< UD sends; remote_qpn: the DCT number (DC)
+    ibv_ah *ah = nullptr;                     ///< UD and DC sends
+    uint64_t dc_key = 0;                      ///< DC: the access key given with the DCT number
     uint64_t remote_addr = 0;                 ///< RDMA and atomics
     uint32_t rkey = 0;
     uint64_t compare_add = 0, swap = 0;       ///< atomics
@@ -247,6 +284,14 @@ public:
                   size_t delivered = 0);
     /// The QP of this FakeVerbs with that number (nullptr: none).
     ibv_qp *find_qp(uint32_t qpn) const;
+    /// DC in wire mode (fake_verbs_dc.cc): executes the work requests in
+    /// flight on DCIs in RTS against the DCT each names (address handle's
+    /// GID, DCT number, key), with run_rc()'s semantics for the operations.
+    /// Returns how many were executed or failed.
+    size_t run_dc();
+    /// How many requests `dct` dropped because their DC access key was not
+    /// its own (the DCT context's violation counter).
+    uint64_t dct_key_violations(const ibv_qp *dct) const;
 
     // ---- inspection ----------------------------------------------------
     int calls(Call call) const { return calls_[static_cast<size_t>(call)]; }
@@ -289,6 +334,7 @@ private:
     std::string last_modify_reason_;
 
     friend struct FakeOps;
+    friend struct FakeDcOps;
 };
 
 } // namespace roce::testing

@@ -22,9 +22,15 @@ constexpr int kAltEtc = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_
 
 /// The legal transitions of the kernel's qp_state_table (core/verbs.c) for
 /// RC/UC/UD, and of mlx5's modify_dci_qp_is_ok / mlx5_ib_modify_dct for DC.
-/// IBV_QP_STATE is added by the caller. SQD/SQE are not modelled.
+/// IBV_QP_STATE is added by the caller. SQD/SQE are not modelled. A DCT
+/// knows RESET->INIT and INIT->RTR only (mlx5_ib_modify_dct: anything else
+/// is "Invalid transition", EINVAL; it is destroyed, never reset).
 bool transition_masks(FakeQpKind k, ibv_qp_state cur, ibv_qp_state next, Masks &m) {
     m = {};
+    if (k == FakeQpKind::kDCT && !(cur == IBV_QPS_RESET && next == IBV_QPS_INIT) &&
+        !(cur == IBV_QPS_INIT && next == IBV_QPS_RTR)) {
+        return false;
+    }
     if (next == IBV_QPS_RESET || (next == IBV_QPS_ERR && cur != IBV_QPS_RESET)) {
         return true; // no attributes besides the state
     }
@@ -137,6 +143,11 @@ int check_modify(FakeVerbs &f, FakeQpObj &q, const ibv_qp_attr &a, int mask, std
         why = util::format("pkey_index %d is beyond the pkey table (size %zu)", a.pkey_index,
                            dev.ports[static_cast<size_t>(port - 1)].pkeys.size());
         return EINVAL;
+    }
+    if (q.kind == FakeQpKind::kDCT && (mask & IBV_QP_ACCESS_FLAGS) &&
+        (a.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC) && !dev.dc_atomics) {
+        why = "REMOTE_ATOMIC on a DCT of a device without DC atomics (mlx5_ib_modify_dct)";
+        return EOPNOTSUPP;
     }
     if (mask & IBV_QP_PATH_MTU) {
         int p = mask & IBV_QP_AV ? a.ah_attr.port_num : port;
@@ -297,6 +308,20 @@ int check_send(FakeVerbs &f, const FakeQpObj &q, const ibv_send_wr &wr) {
     if (wr.num_sge < 0 || wr.num_sge > 30) {
         return EINVAL;
     }
+    if ((wr.send_flags & IBV_SEND_INLINE) != 0) {
+        if (wr.opcode == IBV_WR_RDMA_READ || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+            wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+            return EINVAL; // nothing to carry inline
+        }
+        uint64_t len = 0;
+        for (int i = 0; i < wr.num_sge; ++i) {
+            len += wr.sg_list[i].length;
+        }
+        if (len > q.max_inline) {
+            // mlx5 set_data_inl_seg: ENOMEM; rxe validate_send_wr: EINVAL.
+            return FakeOps::device_of(q.qp.context).mlx5 ? ENOMEM : EINVAL;
+        }
+    }
     if (q.kind == FakeQpKind::kUD) {
         if (wr.opcode != IBV_WR_SEND && wr.opcode != IBV_WR_SEND_WITH_IMM) {
             return EINVAL;
@@ -315,13 +340,15 @@ ibv_qp *FakeOps::make_qp(FakeVerbs &f, ibv_pd *pd, const ibv_qp_init_attr &init,
     auto &s = st(f);
     if (s.pds.count(pd) == 0 || s.cqs.count(init.send_cq) == 0 || s.cqs.count(init.recv_cq) == 0 ||
         (init.srq != nullptr && s.srqs.count(init.srq) == 0) || init.cap.max_send_wr > 32768 ||
-        init.cap.max_recv_wr > 32768 || init.cap.max_send_sge > 30 || init.cap.max_recv_sge > 30) {
+        init.cap.max_recv_wr > 32768 || init.cap.max_send_sge > 30 || init.cap.max_recv_sge > 30 ||
+        init.cap.max_inline_data > device_of(pd->context).max_inline_data) {
         errno = EINVAL;
         return nullptr;
     }
     auto obj = std::make_unique<FakeQpObj>();
     obj->kind = kind;
     obj->sq_sig_all = init.sq_sig_all != 0;
+    obj->max_inline = init.cap.max_inline_data;
     ibv_qp &qp = obj->qp;
     qp.context = pd->context;
     qp.qp_context = init.qp_context;
@@ -356,44 +383,7 @@ ibv_qp *FakeOps::create_qp(ibv_pd *pd, ibv_qp_init_attr *init) {
     }
 }
 
-ibv_qp *FakeOps::mlx5dv_create_qp(ibv_context *ctx, ibv_qp_init_attr_ex *attr,
-                                  mlx5dv_qp_init_attr *dv) {
-    FakeVerbs &f = *owner(ctx);
-    if (int err = enter(f, Call::kMlx5dvCreateQp)) {
-        errno = err;
-        return nullptr;
-    }
-    if (!device_of(ctx).mlx5) {
-        errno = EOPNOTSUPP;
-        return nullptr;
-    }
-    if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || attr->pd == nullptr) {
-        errno = EINVAL;
-        return nullptr;
-    }
-    ibv_qp_init_attr init{};
-    init.qp_context = attr->qp_context;
-    init.send_cq = attr->send_cq;
-    init.recv_cq = attr->recv_cq;
-    init.srq = attr->srq;
-    init.cap = attr->cap;
-    init.sq_sig_all = attr->sq_sig_all;
-    init.qp_type = attr->qp_type;
-    bool dc = dv != nullptr && (dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC);
-    if (!dc) {
-        switch (attr->qp_type) {
-        case IBV_QPT_RC: return make_qp(f, attr->pd, init, FakeQpKind::kRC);
-        case IBV_QPT_UD: return make_qp(f, attr->pd, init, FakeQpKind::kUD);
-        default: errno = EOPNOTSUPP; return nullptr;
-        }
-    }
-    bool dct = dv->dc_init_attr.dc_type == MLX5DV_DCTYPE_DCT;
-    if (attr->qp_type != IBV_QPT_DRIVER || (dct && attr->srq == nullptr)) {
-        errno = EINVAL;
-        return nullptr;
-    }
-    return make_qp(f, attr->pd, init, dct ? FakeQpKind::kDCT : FakeQpKind::kDCI);
-}
+// FakeOps::mlx5dv_create_qp: fake_verbs_dc.cc.
 
 int FakeOps::destroy_qp(ibv_qp *qp) {
     FakeVerbs &f = *owner(qp->context);
@@ -412,6 +402,7 @@ int FakeOps::destroy_qp(ibv_qp *qp) {
         }
     }
     drop_qp_events(f, qp->context, qp);
+    fake_forget_dc(f, qp);
     --s.pds.at(qp->pd)->users;
     --s.cqs.at(qp->send_cq)->users;
     --s.cqs.at(qp->recv_cq)->users;
@@ -440,6 +431,11 @@ int FakeOps::modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask) {
     }
     ibv_qp_state next = mask & IBV_QP_STATE ? attr->qp_state : qp->state;
     apply(q, *attr, mask);
+    if (q.kind == FakeQpKind::kDCT && next == IBV_QPS_RTR) {
+        // mlx5 creates the DCT in the firmware at RTR, which gives it its
+        // number then (rdma-core's modify_dct: qp->qp_num = resp.dctn).
+        qp->qp_num = st(f).next_qpn++;
+    }
     // As mlx5dv_modify_qp_lag_port(3) warns: a later state change may
     // reconfigure the LAG port. The fake always does, so callers that do
     // not set it again after RTS are caught.
@@ -467,6 +463,7 @@ int FakeOps::query_qp(ibv_qp *qp, ibv_qp_attr *attr, int, ibv_qp_init_attr *init
     *attr = q.attr;
     attr->qp_state = qp->state;
     attr->cur_qp_state = qp->state;
+    attr->cap.max_inline_data = q.max_inline;
     if (init != nullptr) {
         std::memset(init, 0, sizeof(*init));
         init->qp_type = qp->qp_type;
@@ -474,6 +471,7 @@ int FakeOps::query_qp(ibv_qp *qp, ibv_qp_attr *attr, int, ibv_qp_init_attr *init
         init->recv_cq = qp->recv_cq;
         init->srq = qp->srq;
         init->sq_sig_all = q.sq_sig_all;
+        init->cap.max_inline_data = q.max_inline;
     }
     return 0;
 }

@@ -46,11 +46,15 @@ struct FakeSrqObj {
 };
 
 struct FakeQpObj {
-    ibv_qp qp{};
+    /// The ibv_qp inside an ibv_qp_ex, as rdma-core lays out its QPs, so
+    /// that ibv_qp_to_qp_ex(qp) is &ex and qp_ex->qp_base is the QP itself.
+    ibv_qp_ex ex{};
+    ibv_qp &qp = ex.qp_base;
     FakeQpKind kind = FakeQpKind::kRC;
     ibv_qp_attr attr{};
     int applied_mask = 0;
     bool sq_sig_all = false;
+    uint32_t max_inline = 0; ///< cap.max_inline_data granted at create
     std::deque<PostedWr> rq;
     std::deque<PostedWr> sq; ///< sends in flight (auto-completion off)
     bool fail_next_send = false;
@@ -59,6 +63,8 @@ struct FakeQpObj {
     ibv_wc_status next_status = IBV_WC_SUCCESS;
     uint32_t next_vendor_err = 0;
 };
+
+struct FakeDcQp; // fake_verbs_dc.cc
 
 struct FakeMrObj {
     ibv_mr mr{};
@@ -100,6 +106,8 @@ struct FakeVerbs::State {
     std::map<const ibv_srq *, std::unique_ptr<FakeSrqObj>> srqs;
     std::map<const ibv_qp *, std::unique_ptr<FakeQpObj>> qps;
     std::map<const ibv_ah *, std::unique_ptr<FakeAhObj>> ahs;
+    /// DC state of the DCIs and DCTs (fake_verbs_dc.cc), by QP.
+    std::map<const ibv_qp *, std::shared_ptr<FakeDcQp>> dc;
     bool wire = false;              ///< set_wire(): datagrams and RC work travel
     std::deque<FakeVerbs::Datagram> datagrams;
     uint32_t next_qpn = 0x100;
@@ -181,6 +189,35 @@ ibv_wc_opcode fake_wc_opcode(ibv_wr_opcode op);
 void fake_enter_error(FakeVerbs &f, FakeQpObj &q);
 /// A UD send in wire mode: its datagram goes on the wire (fake_verbs_wire.cc).
 void fake_send_datagram(FakeVerbs &f, const FakeQpObj &q, const ibv_send_wr &wr);
+
+/// One work request of run_rc()/run_dc() executed against the responder.
+enum class FakeStep { kDone, kWait, kFailed };
+/// Executes q's oldest work request in flight against `r` (fake_verbs_wire.cc).
+FakeStep fake_execute(FakeVerbs &f, FakeQpObj &q, FakeQpObj &r);
+/// q's oldest work request in flight completes with `status`, q goes to ERR.
+void fake_fail_front(FakeVerbs &f, FakeQpObj &q, ibv_wc_status status);
+/// The extended work-request entries of the table (fake_verbs_dc.cc):
+/// ibv_wr_post(3) and mlx5dv_wr_set_dc_addr on the QPs of any FakeVerbs.
+struct FakeDcOps {
+    static ibv_qp_ex *qp_to_qp_ex(ibv_qp *qp);
+    static mlx5dv_qp_ex *mlx5dv_qp_ex_from_ibv_qp_ex(ibv_qp_ex *qp);
+    static void wr_start(ibv_qp_ex *qp);
+    static int wr_complete(ibv_qp_ex *qp);
+    static void wr_abort(ibv_qp_ex *qp);
+    static void wr_send(ibv_qp_ex *qp);
+    static void wr_send_imm(ibv_qp_ex *qp, __be32 imm);
+    static void wr_rdma_write(ibv_qp_ex *qp, uint32_t rkey, uint64_t addr);
+    static void wr_rdma_read(ibv_qp_ex *qp, uint32_t rkey, uint64_t addr);
+    static void wr_atomic_cmp_swp(ibv_qp_ex *qp, uint32_t rkey, uint64_t addr, uint64_t compare,
+                                  uint64_t swap);
+    static void wr_atomic_fetch_add(ibv_qp_ex *qp, uint32_t rkey, uint64_t addr, uint64_t add);
+    static void wr_set_sge(ibv_qp_ex *qp, uint32_t lkey, uint64_t addr, uint32_t length);
+    static void wr_set_sge_list(ibv_qp_ex *qp, size_t n, const ibv_sge *sg);
+    static void wr_set_inline_data(ibv_qp_ex *qp, void *addr, size_t length);
+    static void wr_set_dc_addr(mlx5dv_qp_ex *qp, ibv_ah *ah, uint32_t dctn, uint64_t key);
+};
+/// Forgets the DC state of a destroyed QP.
+void fake_forget_dc(FakeVerbs &f, const ibv_qp *qp);
 
 /// errno = err; return err (the int-verb convention).
 inline int fail_with(int err) {

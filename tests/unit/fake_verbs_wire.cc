@@ -94,13 +94,20 @@ void fail_front(FakeVerbs &f, FakeQpObj &q, ibv_wc_status status) {
 }
 
 void to_error(FakeVerbs &f, FakeQpObj &q) {
+    // A DCT serves every initiator: a bad request fails that initiator's
+    // work request and the target stays RTR (MLNX_OFED's experimental verbs
+    // reported it as a DCT event; upstream rdma-core has no event type for
+    // it, so the fake raises none).
+    if (q.kind == FakeQpKind::kDCT) {
+        return;
+    }
     if (q.qp.state != IBV_QPS_ERR) {
         q.qp.state = IBV_QPS_ERR;
         fake_enter_error(f, q);
     }
 }
 
-enum class Step { kDone, kWait, kFailed };
+using Step = FakeStep;
 
 /// Executes q's oldest work request against `r`; `ack`: the requester
 /// learns of it (false: the acknowledgement is lost on the way back).
@@ -240,6 +247,12 @@ void write_grh(uint8_t *grh, const FakeVerbs::Datagram &d, size_t len) {
 
 } // namespace
 
+FakeStep fake_execute(FakeVerbs &f, FakeQpObj &q, FakeQpObj &r) { return execute(f, q, r); }
+
+void fake_fail_front(FakeVerbs &f, FakeQpObj &q, ibv_wc_status status) {
+    fail_front(f, q, status);
+}
+
 void fake_send_datagram(FakeVerbs &f, const FakeQpObj &q, const ibv_send_wr &wr) {
     FakeVerbs::Datagram d;
     d.src_qpn = q.qp.qp_num;
@@ -272,6 +285,12 @@ bool FakeVerbs::deliver_datagram(const Datagram &d) {
     FakeQpObj *q = qp_by_num(*this, d.dst_qpn);
     if (q == nullptr || q->kind != FakeQpKind::kUD || !ready(*q) || q->rq.empty() ||
         q->attr.qkey != d.qkey) {
+        return false;
+    }
+    // A pulled cable at either end: the datagram is lost on the way.
+    const FakeQpObj *from = qp_by_num(*this, d.src_qpn);
+    if (FakeOps::device_of(q->qp.context).link_down ||
+        (from != nullptr && FakeOps::device_of(from->qp.context).link_down)) {
         return false;
     }
     // The network delivers to the port that has the destination GID.
@@ -314,8 +333,15 @@ size_t FakeVerbs::run_rc() {
             }
             while (!q.sq.empty()) {
                 FakeQpObj *r = qp_by_num(*this, q.attr.dest_qp_num);
-                if (r == nullptr || r->kind != FakeQpKind::kRC || !ready(*r)) {
-                    fail_front(*this, q, IBV_WC_RETRY_EXC_ERR); // nobody answers
+                // A pulled cable separates two contexts (processes, hosts);
+                // a QP pair within one (a process's loopback path) still
+                // loops back inside the device, as rxe and mlx5 do.
+                bool cut = r != nullptr && q.qp.context != r->qp.context &&
+                           (FakeOps::device_of(q.qp.context).link_down ||
+                            FakeOps::device_of(r->qp.context).link_down);
+                if (r == nullptr || r->kind != FakeQpKind::kRC || !ready(*r) || cut) {
+                    // Nobody answers (or the cable of either end is pulled).
+                    fail_front(*this, q, IBV_WC_RETRY_EXC_ERR);
                     ++executed;
                     moved = true;
                     break;

@@ -36,7 +36,13 @@ public:
     /// posted-receive) nodes beyond `n`.
     static void limit_unexpected_nodes(CommMatcher &m, std::size_t n) { m.unex_pool_.set_limit(n); }
     static void limit_posted_nodes(CommMatcher &m, std::size_t n) { m.posted_pool_.set_limit(n); }
+    /// ... or of buckets beyond `n` (checked when the pool grows: chunks of 64 first).
+    static void limit_buckets(CommMatcher &m, std::size_t n) { m.bucket_pool_.set_limit(n); }
     static std::size_t index_size(const CommMatcher &m) { return m.index_.size(); }
+    /// True when the index has a bucket for (source, tag), empty or not.
+    static bool has_bucket(const CommMatcher &m, int32_t source, int32_t tag) {
+        return m.index_.find(detail::pack_key(source, tag)) != nullptr;
+    }
     static std::size_t index_capacity(const CommMatcher &m) { return m.index_.capacity(); }
     /// Buckets holding a posted receive or an unexpected message.
     static std::size_t live_buckets(const CommMatcher &m) {

@@ -236,6 +236,36 @@ TEST_CASE("cm: a peer that vanishes is failed cleanly, with every QP retired", "
     CHECK(p.lost(*p.a) == 2);
 }
 
+TEST_CASE("cm: a connected peer that another rail still reaches is not failed at its deadline; "
+          "one no rail reaches is, and so is one never connected",
+          "[btl][cm][rails]") {
+    Pair p;
+    p.connect();
+    p.a->elsewhere = true; // A's other rail reaches B
+    p.fabric.kill(kB);     // this rail's paths to B fail and get no answer
+    p.fabric.advance(200);
+    CHECK(p.pa->state == EpState::kConnecting); // still reconnecting
+    CHECK(p.lost(*p.a) == 2);
+    size_t reqs = p.a->sent();
+    p.fabric.advance(10);
+    CHECK(p.a->sent() >= reqs + 4); // REQs every 2 s at most, still
+    CHECK(p.a->log().errors == 0);
+    // The other rail lost B too: the timeout applies (within one more).
+    p.a->elsewhere = false;
+    p.fabric.advance(31);
+    CHECK(p.pa->state == EpState::kFailed);
+    CHECK(p.a->live_qps() == 0);
+
+    // A peer never connected is failed at its deadline whatever other
+    // rails reach (they would carry nothing for it: it was never up here).
+    Pair q;
+    q.a->elsewhere = true;
+    q.fabric.kill(kB);
+    q.a->cm().connect(*q.pa);
+    q.fabric.advance(31);
+    CHECK(q.pa->state == EpState::kFailed);
+}
+
 TEST_CASE("cm: a REQ whose REP was lost and whose answering path failed is started over",
           "[btl][cm]") {
     // B answers A's REQ, the REP is lost, B's path fails (the RTU wait

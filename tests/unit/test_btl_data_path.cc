@@ -39,6 +39,9 @@ struct RecordingHost final : btl::DataPathHost {
         calls.push_back("progress");
         return 0;
     }
+    void forwarded(btl::Endpoint &, const uint8_t *, size_t len) override {
+        calls.push_back("forwarded " + std::to_string(len));
+    }
 };
 
 /// What the PML's callbacks saw.
@@ -249,4 +252,37 @@ TEST_CASE("DataPath: creation fails with the pool's name when its memory cannot 
     REQUIRE_FALSE(d);
     CHECK(d.status().message().find("RDMA operation pool") != std::string::npos);
     OBJ_DESTRUCT(&lock);
+}
+
+TEST_CASE("DataPath: the deferred work's buffers circulate; progress allocates none once grown",
+          "[btl][datapath]") {
+    DataPathBench b;
+    b.ep().state = btl::EpState::kFailed;
+    // Each round is one progress call with work: something deferred (a short
+    // error text: no string allocation), taken out under the lock and run.
+    // The vectors taken out are kept alive, so a buffer that is not handed
+    // back cannot be seen again.
+    std::vector<std::vector<btl::DataPath::Deferred>> kept;
+    std::vector<const void *> seen;
+    for (int round = 0; round < 4; ++round) {
+        b.dp->fail_endpoint(b.ep(), "down");
+        kept.emplace_back();
+        std::vector<btl::DataPath::Deferred> &todo = kept.back();
+        b.dp->take_deferred(todo);
+        REQUIRE(todo.size() == 1);
+        seen.push_back(todo.data());
+        b.dp->run_deferred(todo);
+        CHECK(todo.capacity() == 0); // its buffer went back to the data path
+        CHECK(b.dp->nothing_deferred());
+    }
+    CHECK(g_pml.errors == std::vector<std::string>(4, "down"));
+    // Two buffers take turns: the one being run and the one filling.
+    CHECK(seen[0] != seen[1]);
+    CHECK(seen[2] == seen[0]);
+    CHECK(seen[3] == seen[1]);
+
+    // Nothing deferred: nothing changes hands.
+    std::vector<btl::DataPath::Deferred> none;
+    b.dp->take_deferred(none);
+    CHECK(none.capacity() == 0);
 }

@@ -9,8 +9,6 @@
 #include <cstring>
 #include <string>
 
-#include "opal/class/opal_bitmap.h"
-
 #include "btl_e2e_util.h"
 #include "btl_fabric.h"
 #include "catch.h"
@@ -37,34 +35,6 @@ void move_rail1_of_proc2(size_t i, btl::wire::ModexAddress &a) {
         g.gid = util::IpAddress::parse("198.99.0.13")->to_gid();
         g.prefix_len = 24;
     }
-}
-
-btl::Module &rail(BtlFabric &f, size_t i, size_t r) {
-    return r == 0 ? *f.procs[i]->module : *f.procs[i]->more_rails.at(r - 1);
-}
-
-/// add_procs of every process on rail r of process i, as the bml calls it:
-/// the endpoints and which peers the module reaches.
-std::vector<bool> add_on_rail(BtlFabric &f, size_t i, size_t r,
-                              std::vector<mca_btl_base_endpoint_t *> &eps) {
-    std::vector<opal_proc_t *> all;
-    for (auto &p : f.procs) {
-        all.push_back(&p->proc);
-    }
-    opal_bitmap_t reach;
-    OBJ_CONSTRUCT(&reach, opal_bitmap_t);
-    REQUIRE(opal_bitmap_init(&reach, static_cast<int>(all.size())) == OPAL_SUCCESS);
-    eps.assign(all.size(), nullptr);
-    mca_btl_base_module_t *b = rail(f, i, r).base();
-    REQUIRE(b->btl_add_procs(b, all.size(), all.data(), eps.data(), &reach) == OPAL_SUCCESS);
-    std::vector<bool> out;
-    for (size_t j = 0; j < all.size(); ++j) {
-        bool bit = opal_bitmap_is_set_bit(&reach, static_cast<int>(j));
-        CHECK(bit == (eps[j] != nullptr)); // an endpoint exactly where the bit is set
-        out.push_back(bit);
-    }
-    OBJ_DESTRUCT(&reach);
-    return out;
 }
 
 int send_on(BtlFabric &f, size_t i, size_t r, mca_btl_base_endpoint_t *ep,
@@ -98,10 +68,13 @@ TEST_CASE("btl rails: each rail reaches the peers on its subnet, and weighs its 
         CHECK(rail(f, i, 1).base()->btl_bandwidth == 100000);
         CHECK(rail(f, i, 0).base()->btl_latency == rail(f, i, 1).base()->btl_latency);
     }
-    CHECK(f.log.contains("btl roce: mlx5_bond_0:1: bandwidth 50000 Mb/s (2 members x 25 Gb/s "
+    // The sink adds "btl roce: " (Open MPI's output stream, docs/mca-params.md
+    // quotes the line as printed): the message must not carry it twice.
+    CHECK(f.log.contains("mlx5_bond_0:1: bandwidth 50000 Mb/s (2 members x 25 Gb/s "
                          "of bond0, LAG spreads), latency 10 us"));
-    CHECK(f.log.contains("btl roce: mlx5_bond_1:1: bandwidth 100000 Mb/s (1 member x 100 Gb/s "
+    CHECK(f.log.contains("mlx5_bond_1:1: bandwidth 100000 Mb/s (1 member x 100 Gb/s "
                          "of bond1, active-backup uses one), latency 10 us"));
+    CHECK_FALSE(f.log.contains("btl roce: mlx5_bond_"));
 
     // Processes 0 and 1 are on both subnets; process 2's rail 1 is elsewhere.
     std::vector<mca_btl_base_endpoint_t *> eps[2][2];

@@ -1,4 +1,5 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <set>
@@ -217,7 +218,20 @@ TEST_CASE("wire: randomized fuzzing never crashes and never accepts garbage sile
     rej.type = CmType::kReject;
     rej.text = "x";
     seeds.push_back(encode(rej));
+    // A forwarded send (issue 16): its ForwardHeader and 5 payload bytes.
+    {
+        ForwardHeader fw;
+        fw.tag = 0x42;
+        fw.origin_src_port = 1;
+        fw.origin_dst_port = 1;
+        fw.seq = 77;
+        fw.length = 5;
+        std::vector<uint8_t> b(kForwardHeaderSize + 5, 0xab);
+        encode(fw, b.data());
+        seeds.push_back(b);
+    }
     size_t accepted = 0;
+    size_t forwards = 0;
     for (int iter = 0; iter < 200000; ++iter) {
         std::vector<uint8_t> b = seeds[rng() % seeds.size()];
         int mutations = 1 + static_cast<int>(rng() % 4);
@@ -243,6 +257,18 @@ TEST_CASE("wire: randomized fuzzing never crashes and never accepts garbage sile
         auto cm = parse_cm(b.data(), b.size());
         auto mx = parse_modex(b.data(), b.size());
         auto fh = parse_frag_header(b.data(), b.size());
+        auto fw = parse_forward(b.data(), b.size());
+        if (fw) {
+            // Accepted only when it is exactly right: its payload is the rest,
+            // and it encodes back to the same header bytes.
+            ++forwards;
+            REQUIRE(b.size() == kForwardHeaderSize + fw->length);
+            REQUIRE(fw->origin_src_port < kMaxPorts);
+            REQUIRE(fw->origin_dst_port < kMaxPorts);
+            uint8_t again[kForwardHeaderSize];
+            encode(*fw, again);
+            REQUIRE(std::equal(again, again + kForwardHeaderSize, b.begin()));
+        }
         // Whatever is accepted must encode back to what was parsed.
         if (cm) {
             ++accepted;
@@ -258,6 +284,64 @@ TEST_CASE("wire: randomized fuzzing never crashes and never accepts garbage sile
         (void)fh;
     }
     CHECK(accepted > 0); // the mutator leaves some messages valid (e.g. one changed GID)
+    CHECK(forwards > 0); // and some forwarded headers (a changed tag, sequence number)
+}
+
+TEST_CASE("wire: forwarded fragment header round trip and every refusal", "[btl][wire]") {
+    ForwardHeader h;
+    h.tag = 0x41;
+    h.origin_src_port = 3;
+    h.origin_dst_port = 2;
+    h.seq = 0xfffffffe;
+    h.length = 4;
+    std::vector<uint8_t> b(kForwardHeaderSize + 4, 0);
+    encode(h, b.data());
+    auto p = parse_forward(b.data(), b.size());
+    REQUIRE(p.is_ok());
+    CHECK(*p == h);
+    auto refused = [](std::vector<uint8_t> v, const std::string &why) {
+        auto r = parse_forward(v.data(), v.size());
+        REQUIRE_FALSE(r.is_ok());
+        CHECK(r.status().code() == roce::util::Code::kProtocol);
+        CHECK_THAT(r.status().message(), contains_text(why));
+    };
+    refused(std::vector<uint8_t>(b.begin(), b.begin() + 15), "shorter than its 16-byte header");
+    std::vector<uint8_t> bad = b;
+    bad[0] = 2;
+    refused(bad, "unknown kind 2");
+    bad = b;
+    bad[7] = 1;
+    refused(bad, "reserved bytes set");
+    bad = b;
+    bad[2] = 16; // sender port 16
+    refused(bad, "names ports 16 (sender) and 2 (receiver)");
+    bad = b;
+    bad[4] = 0;
+    bad[5] = 1; // receiver port 256
+    refused(bad, "at most 16 ports");
+    bad = b;
+    bad.push_back(0); // one byte more than declared
+    refused(bad, "declares 4 payload bytes, carries 5");
+    bad = b;
+    bad.pop_back();
+    refused(bad, "declares 4 payload bytes, carries 3");
+    bad = b;
+    bad[12] = 0xff;
+    bad[13] = 0xff;
+    bad[14] = 0xff;
+    bad[15] = 0xff; // a length that would wrap
+    refused(bad, "declares 4294967295 payload bytes, carries 4");
+    // The fragment type of a forwarded send parses; one past it does not.
+    uint8_t fh[kFragHeaderSize];
+    FragHeader f;
+    f.type = FragType::kForward;
+    f.seq = 9;
+    encode(f, fh);
+    auto pf = parse_frag_header(fh, sizeof fh);
+    REQUIRE(pf.is_ok());
+    CHECK(pf->type == FragType::kForward);
+    fh[1] = 4;
+    CHECK_FALSE(parse_frag_header(fh, sizeof fh).is_ok());
 }
 
 TEST_CASE("wire: fragment header", "[btl][wire]") {
@@ -448,6 +532,88 @@ TEST_CASE("seq window: random reorder within the credit window delivers each num
     CHECK(dups > 0);
     CHECK(delivered.size() > 15000);
     CHECK(w.next_expected() <= base_offset);
+}
+
+TEST_CASE("seq window: a span that is not a power of two, and numbers across 2^32",
+          "[btl][seq]") {
+    // 100 numbers ahead of the oldest missing one are accepted, not the 101st,
+    // although the bitmap behind them holds 128.
+    SeqWindow w(100);
+    CHECK(w.accept(99) == SeqWindow::Verdict::kNew);
+    CHECK(w.accept(100) == SeqWindow::Verdict::kTooFar);
+    CHECK(w.accept(127) == SeqWindow::Verdict::kTooFar);
+    CHECK(w.accept(128) == SeqWindow::Verdict::kTooFar); // would share 0's bit
+    CHECK(w.accept(0) == SeqWindow::Verdict::kNew);
+    CHECK(w.next_expected() == 1);
+    CHECK(w.accept(99) == SeqWindow::Verdict::kDuplicate);
+
+    // A connection whose numbers wrap: 0xfffffffe, 0xffffffff, 0, 1 in any order.
+    SeqWindow x(64, 0xfffffffeu);
+    CHECK(x.accept(1) == SeqWindow::Verdict::kNew);
+    CHECK(x.accept(0xffffffffu) == SeqWindow::Verdict::kNew);
+    CHECK(x.next_expected() == 0xfffffffeu);
+    CHECK(x.accept(0xfffffffeu) == SeqWindow::Verdict::kNew);
+    CHECK(x.next_expected() == 0); // 0 is still missing
+    CHECK(x.accept(1) == SeqWindow::Verdict::kDuplicate);
+    CHECK(x.accept(0xffffffffu) == SeqWindow::Verdict::kDuplicate); // behind now
+    CHECK(x.accept(0) == SeqWindow::Verdict::kNew);
+    CHECK(x.next_expected() == 2);
+    CHECK(x.accept(2 + 64) == SeqWindow::Verdict::kTooFar);
+    CHECK(x.accept(2 + 63) == SeqWindow::Verdict::kNew);
+}
+
+TEST_CASE("seq window: any number from the wire gets the reference model's verdict",
+          "[btl][seq]") {
+    // The reference: the oldest missing number and the set received beyond
+    // it, nothing else. Numbers come from an untrusted wire: in order, out of
+    // order, copies, just beyond the window, far behind, anywhere.
+    struct Model {
+        uint32_t span, base;
+        std::set<uint32_t> ahead;
+        SeqWindow::Verdict accept(uint32_t seq) {
+            uint32_t d = seq - base;
+            if (d >= 0x80000000u) {
+                return SeqWindow::Verdict::kDuplicate;
+            }
+            if (d >= span) {
+                return SeqWindow::Verdict::kTooFar;
+            }
+            if (!ahead.insert(seq).second) {
+                return SeqWindow::Verdict::kDuplicate;
+            }
+            while (ahead.erase(base) != 0) {
+                ++base;
+            }
+            return SeqWindow::Verdict::kNew;
+        }
+    };
+    std::mt19937 rng(20261202);
+    for (uint32_t span : {1u, 7u, 64u, 65u, 200u, 8192u}) {
+        for (uint32_t start : {0u, 0xffffff00u, 0x7ffffff0u}) {
+            SeqWindow w(span, start);
+            Model m{span, start, {}};
+            for (int i = 0; i < 20000; ++i) {
+                uint32_t seq = 0;
+                switch (rng() % 6) {
+                case 0: seq = m.base; break;                                  // in order
+                case 1: seq = m.base + rng() % span; break;                   // inside
+                case 2: seq = m.base + span + rng() % 4; break;               // just beyond
+                case 3: seq = m.base - 1 - rng() % (2 * span); break;         // behind
+                case 4: seq = static_cast<uint32_t>(rng()); break;            // anything
+                default: seq = m.base + static_cast<uint32_t>(rng() % 3); break;
+                }
+                SeqWindow::Verdict want = m.accept(seq);
+                SeqWindow::Verdict got = w.accept(seq);
+                if (got != want || w.next_expected() != m.base) {
+                    FAIL("span " << span << " start " << start << " step " << i << " seq "
+                                 << seq << ": verdict " << static_cast<int>(got) << " want "
+                                 << static_cast<int>(want) << ", next " << w.next_expected()
+                                 << " want " << m.base);
+                }
+            }
+            CHECK(w.next_expected() == m.base);
+        }
+    }
 }
 
 TEST_CASE("lag: flow label to UDP source port as the kernel folds it", "[btl][lag]") {

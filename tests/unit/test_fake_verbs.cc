@@ -42,13 +42,13 @@ struct Env {
         REQUIRE(pd);
         REQUIRE(cq);
     }
-    verbs::Qp qp(ibv_qp_type type, ibv_srq *srq = nullptr) {
+    verbs::Qp qp(ibv_qp_type type, ibv_srq *srq = nullptr, uint32_t max_inline = 0) {
         ibv_qp_init_attr init{};
         init.send_cq = cq.get();
         init.recv_cq = cq.get();
         init.srq = srq;
         init.qp_type = type;
-        init.cap = {4, 4, 1, 1, 0};
+        init.cap = {4, 4, 1, 1, max_inline};
         return verbs::Qp(fake.api().create_qp(pd.get(), &init), verbs::QpDeleter{&fake.api()});
     }
     int modify(ibv_qp *qp, ibv_qp_attr a, int mask) {
@@ -651,9 +651,9 @@ namespace {
 /// Two RC QPs of one FakeVerbs connected to each other (RTS), each with a
 /// receive queue of its own.
 struct RcPair {
-    explicit RcPair(Env &env) : e(env) {
-        a = e.qp(IBV_QPT_RC);
-        b = e.qp(IBV_QPT_RC);
+    explicit RcPair(Env &env, uint32_t max_inline = 0) : e(env) {
+        a = e.qp(IBV_QPT_RC, nullptr, max_inline);
+        b = e.qp(IBV_QPT_RC, nullptr, max_inline);
         REQUIRE((a && b));
         connect(a.get(), b->qp_num);
         connect(b.get(), a->qp_num);
@@ -670,14 +670,14 @@ struct RcPair {
         REQUIRE(e.modify(qp, rc_rts(), kRcRts) == 0);
     }
     int post(ibv_qp *qp, ibv_wr_opcode op, uint64_t wr_id, void *local, uint32_t len,
-             uint32_t lkey, uint64_t remote = 0, uint32_t rkey = 0) {
+             uint32_t lkey, uint64_t remote = 0, uint32_t rkey = 0, unsigned int flags = 0) {
         ibv_sge sge{reinterpret_cast<uintptr_t>(local), len, lkey};
         ibv_send_wr wr{};
         wr.wr_id = wr_id;
         wr.sg_list = &sge;
         wr.num_sge = 1;
         wr.opcode = op;
-        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.send_flags = IBV_SEND_SIGNALED | flags;
         if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
             wr.wr.atomic.remote_addr = remote;
             wr.wr.atomic.rkey = rkey;
@@ -733,6 +733,59 @@ TEST_CASE("FakeVerbs wire: an RC send reaches the connected QP's receive, in ord
     CHECK(std::string(in, 5) == "hello");
     CHECK(wcs[1].wr_id == 1); // a's send
     CHECK(wcs[1].status == IBV_WC_SUCCESS);
+}
+
+TEST_CASE("FakeVerbs wire: inline sends are copied at post, need no lkey, and are bounded by "
+          "the QP's max_inline_data with the provider's errno",
+          "[fake][wire]") {
+    Env e("mlx5_lag");
+    e.fake.set_wire(true);
+    // Asking for more inline data than the device has fails the create.
+    ibv_qp_init_attr big{};
+    big.send_cq = big.recv_cq = e.cq.get();
+    big.qp_type = IBV_QPT_RC;
+    big.cap = {4, 4, 1, 1, 401};
+    errno = 0;
+    CHECK(e.fake.api().create_qp(e.pd.get(), &big) == nullptr);
+    CHECK(errno == EINVAL);
+
+    RcPair p(e, 64);
+    ibv_qp_attr qa{};
+    ibv_qp_init_attr qi{};
+    REQUIRE(e.fake.api().query_qp(p.a.get(), &qa, IBV_QP_CAP, &qi) == 0);
+    CHECK(qi.cap.max_inline_data == 64u);
+    CHECK(qa.cap.max_inline_data == 64u);
+
+    char in[128] = {};
+    verbs::Mr mr(e.fake.api().reg_mr(e.pd.get(), in, sizeof(in), IBV_ACCESS_LOCAL_WRITE),
+                 verbs::MrDeleter{&e.fake.api()});
+    p.post_recv(p.b.get(), 9, in, sizeof(in), mr->lkey);
+    char out[65];
+    std::memset(out, 'a', sizeof(out));
+    // 64 bytes inline from unregistered memory (lkey 0), the buffer
+    // overwritten at once: the peer gets what was there at post time.
+    REQUIRE(p.post(p.a.get(), IBV_WR_SEND, 1, out, 64, 0, 0, 0, IBV_SEND_INLINE) == 0);
+    std::memset(out, 'z', sizeof(out));
+    CHECK(e.fake.run_rc() == 1);
+    auto wcs = p.poll();
+    REQUIRE(wcs.size() == 2);
+    CHECK(wcs[0].byte_len == 64u);
+    CHECK(std::string(in, 64) == std::string(64, 'a'));
+    CHECK(wcs[1].status == IBV_WC_SUCCESS);
+
+    // One byte more: refused at post (mlx5: ENOMEM), nothing sent, the QP
+    // still usable.
+    const size_t sent = e.fake.sends().size();
+    CHECK(p.post(p.a.get(), IBV_WR_SEND, 2, out, 65, 0, 0, 0, IBV_SEND_INLINE) == ENOMEM);
+    CHECK(e.fake.sends().size() == sent);
+    CHECK(e.fake.qp_state(p.a.get()) == IBV_QPS_RTS);
+    // rxe answers EINVAL; and a read or atomic has nothing to carry inline.
+    e.fake.device(e.fake.api().get_device_name(e.ctx->device)).mlx5 = false;
+    CHECK(p.post(p.a.get(), IBV_WR_SEND, 3, out, 65, 0, 0, 0, IBV_SEND_INLINE) == EINVAL);
+    CHECK(p.post(p.a.get(), IBV_WR_RDMA_READ, 4, in, 8, mr->lkey, 0x1000, 1, IBV_SEND_INLINE) ==
+          EINVAL);
+    CHECK(e.fake.sends().size() == sent);
+    CHECK(p.post(p.a.get(), IBV_WR_SEND, 5, out, 64, 0, 0, 0, IBV_SEND_INLINE) == 0);
 }
 
 TEST_CASE("FakeVerbs wire: RDMA write, read and atomics against registered memory; a bad rkey "

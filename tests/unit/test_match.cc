@@ -289,6 +289,163 @@ TEST_CASE("match: a failing keep callback refuses the message and changes nothin
     CHECK(CommMatcherTestPeer::index_size(m0) == 0);
 }
 
+TEST_CASE("match: post with a request made on demand (blocking receives)", "[match]") {
+    auto m = make(3);
+    int makes = 0;
+    auto make_request = [&makes](uintptr_t id) {
+        return [&makes, id]() -> void * {
+            ++makes;
+            return ptr(id);
+        };
+    };
+    // A message that is here already is taken: no request is made.
+    REQUIRE(deliver(*m, 1, 5, 0, 100).kind == ArrivalKind::kQueued);
+    REQUIRE(deliver(*m, 2, -3, 0, 101).kind == ArrivalKind::kQueued);
+    Posting p = m->post(1, 5, make_request(1));
+    CHECK(p.verdict == Verdict::kOk);
+    CHECK(p.matched);
+    CHECK(id_of(p.message.payload) == 100);
+    p = m->post(kAnySource, -3, make_request(2));
+    CHECK(p.matched);
+    CHECK(id_of(p.message.payload) == 101);
+    CHECK(makes == 0);
+    CHECK(m->unexpected_count() == 0);
+    // Nothing here: the request is made once and posted, for every kind of
+    // receive, and later messages match it in posting order.
+    const int32_t kinds[4][2] = {{1, 5}, {kAnySource, 5}, {1, kAnyTag}, {kAnySource, kAnyTag}};
+    uintptr_t id = 10;
+    for (const auto &k : kinds) {
+        p = m->post(k[0], k[1], make_request(id++));
+        CHECK(p.verdict == Verdict::kOk);
+        CHECK_FALSE(p.matched);
+        CHECK(p.handle.node != nullptr);
+    }
+    CHECK(makes == 4);
+    CHECK(m->posted_count() == 4);
+    for (uintptr_t want = 10; want < 14; ++want) {
+        Arrival a = deliver(*m, 1, 5, static_cast<Seq>(want - 9), 200 + want);
+        CHECK(a.kind == ArrivalKind::kMatched);
+        CHECK(id_of(a.request) == want);
+    }
+    // The handle of a request made on demand cancels it.
+    p = m->post(0, 7, make_request(20));
+    CHECK(m->cancel(p.handle));
+    CHECK(m->posted_count() == 0);
+    // When the request cannot be made, the post is refused and nothing
+    // changed: no receive posted, and (no idle buckets allowed) no bucket
+    // left in the index, for every kind of receive.
+    MatcherOptions o;
+    o.max_idle_buckets = 0;
+    CommMatcher m0(3, o);
+    int failed = 0;
+    auto fail = [&failed]() -> void * {
+        ++failed;
+        return nullptr;
+    };
+    for (const auto &k : kinds) {
+        p = m0.post(k[0], k[1], fail);
+        CHECK(p.verdict == Verdict::kNoMemory);
+        CHECK_FALSE(p.matched);
+        CHECK(m0.posted_count() == 0);
+        CHECK(CommMatcherTestPeer::index_size(m0) == 0);
+    }
+    CHECK(failed == 4);
+    // ... and the same receive can be posted again.
+    p = m0.post(1, 5, make_request(30));
+    CHECK(p.verdict == Verdict::kOk);
+    CHECK(id_of(deliver(m0, 1, 5, 0, 300).request) == 30);
+    // No node for the receive: the request is not even made.
+    CommMatcher m1(3, o);
+    CommMatcherTestPeer::limit_posted_nodes(m1, 0);
+    makes = 0;
+    p = m1.post(2, 5, make_request(31));
+    CHECK(p.verdict == Verdict::kNoMemory);
+    CHECK(makes == 0);
+    CHECK(CommMatcherTestPeer::index_size(m1) == 0);
+}
+
+TEST_CASE("match: wildcard lists are built on first use, in admission order", "[match]") {
+    MatcherOptions o;
+    o.max_idle_buckets = 0;
+    CommMatcher m(3, o);
+    // Admission order: ids 1..7; tags 5, 6 and a collective's -2.
+    const int32_t msgs[7][2] = {{2, 5}, {1, 6}, {0, -2}, {1, 5}, {2, -2}, {0, 6}, {2, 5}};
+    Seq seq[3] = {0, 0, 0};
+    for (uintptr_t i = 0; i < 7; ++i) {
+        int32_t src = msgs[i][0];
+        REQUIRE(deliver(m, src, msgs[i][1], seq[src]++, i + 1).kind == ArrivalKind::kQueued);
+    }
+    // No wildcard asked for yet: only the (source, tag) buckets exist.
+    CHECK(CommMatcherTestPeer::index_size(m) == 6);
+    // Built now: each wildcard takes the earliest admitted message it accepts.
+    CHECK(id_of(m.iprobe(kAnySource, 6).message.payload) == 2);
+    CHECK(id_of(m.post(kAnySource, 6, ptr(51)).message.payload) == 2);
+    CHECK(id_of(m.post(kAnySource, -2, ptr(52)).message.payload) == 3);
+    // ANY_TAG lists, built from what is left (ids 1, 4, 5, 6, 7), skip tag -2.
+    CHECK(id_of(m.post(2, kAnyTag, ptr(53)).message.payload) == 1);
+    CHECK(id_of(m.post(kAnySource, kAnyTag, ptr(54)).message.payload) == 4);
+    // Messages arriving later join every list.
+    REQUIRE(deliver(m, 1, 6, seq[1]++, 8).kind == ArrivalKind::kQueued);
+    CHECK(id_of(m.improbe(kAnySource, kAnyTag).message.payload) == 6);
+    CHECK(id_of(m.post(kAnySource, 5, ptr(55)).message.payload) == 7);
+    CHECK(id_of(m.post(1, kAnyTag, ptr(56)).message.payload) == 8);
+    CHECK(id_of(m.post(kAnySource, -2, ptr(57)).message.payload) == 5);
+    CHECK(m.unexpected_count() == 0);
+    CHECK(CommMatcherTestPeer::index_size(m) == 0);
+
+    // Out of memory while building the (ANY_SOURCE, t) lists: refused,
+    // nothing changed, and the buckets made for them are gone again. 62
+    // tags leave 2 of the bucket pool's first chunk of 64; the limit stops it
+    // growing, so the build makes 2 buckets and fails at the third.
+    CommMatcher m2(2, o);
+    for (int32_t t = 0; t < 62; ++t) {
+        REQUIRE(deliver(m2, 1, t, static_cast<Seq>(t), 100 + t).kind == ArrivalKind::kQueued);
+    }
+    CommMatcherTestPeer::limit_buckets(m2, 64);
+    CHECK(m2.iprobe(kAnySource, 3).verdict == Verdict::kNoMemory);
+    CHECK(m2.improbe(kAnySource, 3).verdict == Verdict::kNoMemory);
+    Posting p = m2.post(kAnySource, 3, ptr(60));
+    CHECK(p.verdict == Verdict::kNoMemory);
+    CHECK_FALSE(p.matched);
+    CHECK(m2.posted_count() == 0);
+    CHECK(m2.unexpected_count() == 62);
+    CHECK(CommMatcherTestPeer::index_size(m2) == 62);
+    // An ANY_TAG lookup needs no bucket: it works meanwhile.
+    CHECK(id_of(m2.iprobe(1, kAnyTag).message.payload) == 100);
+    CommMatcherTestPeer::limit_buckets(m2, 1000);
+    CHECK(id_of(m2.post(kAnySource, 3, ptr(61)).message.payload) == 103);
+    CHECK(id_of(m2.post(kAnySource, kAnyTag, ptr(62)).message.payload) == 100);
+}
+
+TEST_CASE("match: the oldest empty bucket is erased first", "[match]") {
+    MatcherOptions o;
+    o.max_idle_buckets = 2;
+    CommMatcher m(1, o);
+    Seq seq = 0;
+    auto use = [&](int32_t tag) {
+        post_ok(m, 0, tag, static_cast<uintptr_t>(tag));
+        REQUIRE(deliver(m, 0, tag, seq++, 100).kind == ArrivalKind::kMatched);
+    };
+    use(1);
+    use(2);
+    use(3); // emptied in the order 1, 2, 3: the oldest, 1, goes
+    CHECK(CommMatcherTestPeer::index_size(m) == 2);
+    CHECK_FALSE(CommMatcherTestPeer::has_bucket(m, 0, 1));
+    CHECK(CommMatcherTestPeer::has_bucket(m, 0, 2));
+    CHECK(CommMatcherTestPeer::has_bucket(m, 0, 3));
+    use(2); // used again: now the newest empty one
+    use(4); // empty now: 3, 2, 4: 3 goes
+    CHECK(CommMatcherTestPeer::index_size(m) == 2);
+    CHECK_FALSE(CommMatcherTestPeer::has_bucket(m, 0, 3));
+    CHECK(CommMatcherTestPeer::has_bucket(m, 0, 2));
+    CHECK(CommMatcherTestPeer::has_bucket(m, 0, 4));
+    use(4); // the newest, used again at once
+    use(5); // 2, 4, 5: 2 goes
+    CHECK_FALSE(CommMatcherTestPeer::has_bucket(m, 0, 2));
+    CHECK(CommMatcherTestPeer::has_bucket(m, 0, 4));
+    CHECK(CommMatcherTestPeer::has_bucket(m, 0, 5));
+}
+
 TEST_CASE("match: cancel removes only a posted, unmatched receive", "[match]") {
     auto m = make(2);
     PostedHandle h1 = post_ok(*m, 0, 1, 1);
@@ -310,8 +467,9 @@ TEST_CASE("match: cancel removes only a posted, unmatched receive", "[match]") {
     CHECK_FALSE(m->cancel(h3));
     CHECK(m->posted_count() == 1);
     CHECK(m->cancel(h4));
-    // Left: the unexpected (0, 1) message's buckets, (0, 1) and (ANY_SOURCE, 1).
-    CHECK(CommMatcherTestPeer::live_buckets(*m) == 2);
+    // Left: the unexpected (0, 1) message's bucket (no (ANY_SOURCE, t) lookup
+    // ever happened, so there are no (ANY_SOURCE, 1) lists).
+    CHECK(CommMatcherTestPeer::live_buckets(*m) == 1);
 }
 
 TEST_CASE("match: cancel of an ANY_SOURCE receive keeps the tag index consistent", "[match]") {
@@ -562,7 +720,7 @@ TEST_CASE("match: running out of engine memory changes nothing and recovers", "[
     CHECK(p.verdict == Verdict::kNoMemory);
     CHECK_FALSE(p.matched);
     CHECK(m->posted_count() == 0);
-    CHECK(CommMatcherTestPeer::live_buckets(*m) == 2); // (0, 1) and (ANY_SOURCE, 1)
+    CHECK(CommMatcherTestPeer::live_buckets(*m) == 1); // (0, 1)
     // A receive that takes a message needs no node.
     CHECK(id_of(m->post(0, kAnyTag, ptr(4)).message.payload) == 102);
 }

@@ -79,6 +79,7 @@ struct Totals {
     uint64_t cancels = 0;
     uint64_t duplicates = 0;
     uint64_t keep_failures = 0;
+    uint64_t make_failures = 0;
     uint64_t early = 0;
 };
 
@@ -347,9 +348,28 @@ private:
         int32_t source = pick_source(c);
         int32_t tag = pick_tag(true);
         uintptr_t request = next_request_++;
-        note("post", c, source, tag, 0, request);
-        Posting p = c.engine->post(source, tag, ptr(request));
+        // A third of the receives make their request on demand (the pml's
+        // blocking receive); some of those fail to make it.
+        bool lazy = rng_.chance(33);
+        bool make_fails = lazy && rng_.chance(10);
+        note(lazy ? (make_fails ? "post(make fails)" : "post(make)") : "post", c, source, tag, 0,
+             request);
+        int makes = 0;
+        Posting p = lazy ? c.engine->post(source, tag,
+                                          [&]() -> void * {
+                                              ++makes;
+                                              return make_fails ? nullptr : ptr(request);
+                                          })
+                         : c.engine->post(source, tag, ptr(request));
+        if (make_fails && !p.matched) {
+            check(p.verdict == Verdict::kNoMemory && makes == 1,
+                  "a failed make refuses the receive");
+            check(c.engine->posted_count() == c.model->posted_count(), "refused: nothing posted");
+            ++totals_.make_failures;
+            return;
+        }
         std::optional<Msg> want = c.model->post(source, tag, request);
+        check(makes == (lazy && !want ? 1 : 0), "request made iff posted");
         check(p.verdict == Verdict::kOk, "post accepted");
         check(p.matched == want.has_value(), "post matched or not");
         if (want) {
@@ -468,12 +488,13 @@ TEST_CASE("match: randomized comparison against the reference matcher", "[match]
     }
     std::printf("randomized matching test: %llu operations checked step by step: %llu arrivals "
                 "(%llu held out of order, %llu before their communicator existed, %llu refused "
-                "keeps), %llu duplicates refused, %llu matched on arrival, %llu receives took "
-                "an unexpected message, %llu wildcard receives, %llu probes (%llu mprobes "
-                "found a message), %llu cancels\n",
+                "keeps), %llu refused request makes, %llu duplicates refused, %llu matched on "
+                "arrival, %llu receives took an unexpected message, %llu wildcard receives, "
+                "%llu probes (%llu mprobes found a message), %llu cancels\n",
                 (unsigned long long)t.ops, (unsigned long long)t.arrivals,
                 (unsigned long long)t.held, (unsigned long long)t.early,
-                (unsigned long long)t.keep_failures, (unsigned long long)t.duplicates,
+                (unsigned long long)t.keep_failures, (unsigned long long)t.make_failures,
+                (unsigned long long)t.duplicates,
                 (unsigned long long)t.matched_on_arrival, (unsigned long long)t.matched_on_post,
                 (unsigned long long)t.wildcard_posts, (unsigned long long)t.probes,
                 (unsigned long long)t.mprobes_found, (unsigned long long)t.cancels);
@@ -488,4 +509,5 @@ TEST_CASE("match: randomized comparison against the reference matcher", "[match]
     CHECK(t.cancels > 0);
     CHECK(t.duplicates > 0);
     CHECK(t.keep_failures > 0);
+    CHECK(t.make_failures > 0);
 }

@@ -51,6 +51,7 @@ Defect decode_as(Kind kind, const std::vector<uint8_t> &v, std::size_t header_by
         FinHdr h;
         return decode_fin(v.data(), n, payload, h);
     }
+    case Kind::kExt: break; // tests/unit/test_pml_excid.cc
     }
     return Defect::kKind;
 }
@@ -63,6 +64,7 @@ std::size_t header_size(Kind k) {
     case Kind::kAck: return sizeof(AckHdr);
     case Kind::kFrag: return sizeof(FragHdr);
     case Kind::kFin: return sizeof(FinHdr);
+    case Kind::kExt: return sizeof(ExtHdr);
     }
     return 0;
 }
@@ -74,6 +76,8 @@ TEST_CASE("pml wire: layouts and tags", "[pml][wire]") {
     CHECK(tag_of(Kind::kFin) == 0x56);
     CHECK(tag_of(Kind::kFin) < 0x60); // inside the PML's active-message range
     CHECK(std::string(kind_name(3)) == "RGET");
+    CHECK(std::string(kind_name(7)) == "EXT");
+    CHECK(tag_of(Kind::kExt) == 0x57);
     CHECK(std::string(kind_name(9)) == "?");
     MatchHdr m = make_match(7, 65535, 3, -12);
     auto v = bytes_of(m);
@@ -273,6 +277,7 @@ static std::vector<uint8_t> valid_random(Kind kind, std::mt19937_64 &rng) {
     case Kind::kAck: return bytes_of(make_ack(1 + u(99), 1 + u(99), u(kMaxLength), u(kMaxLength)));
     case Kind::kFrag: return bytes_of(make_frag(1 + u(99), u(kMaxLength)), 1 + u(64));
     case Kind::kFin: return bytes_of(make_fin(1 + u(99), u(kMaxLength)));
+    case Kind::kExt: break; // tests/unit/test_pml_excid.cc
     }
     return {};
 }

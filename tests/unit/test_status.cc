@@ -1,5 +1,7 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #include <cerrno>
+#include <string>
+#include <utility>
 
 #include "catch.h"
 #include "util/status.h"
@@ -57,6 +59,47 @@ TEST_CASE("Status: context is prepended, outermost first", "[util][status]") {
 
     Status moved = Status(Code::kTimeout, "no reply").with_context("handshake with rank 3");
     CHECK(moved.message() == "handshake with rank 3: no reply");
+}
+
+TEST_CASE("Status: an error without a message is a code and nothing else; copies are deep",
+          "[util][status]") {
+    // Flow control (the btl's retry_later()) and ok cost no string: the
+    // message and errno live behind a pointer that is null for them.
+    CHECK(sizeof(Status) <= 2 * sizeof(void *));
+    Status retry(Code::kResourceExhausted, std::string());
+    CHECK_FALSE(retry.is_ok());
+    CHECK_FALSE(retry.has_message());
+    CHECK(retry.message().empty());
+    CHECK(retry.sys_errno() == 0);
+    CHECK(retry.to_string() == " [resource exhausted]");
+    // Context on an error without a message gives it one.
+    retry.with_context("send to rank 1");
+    CHECK(retry.has_message());
+    CHECK(retry.message() == "send to rank 1: ");
+
+    // An errno alone is kept, without a message.
+    Status bare(Code::kUnavailable, std::string(), EIO);
+    CHECK(bare.sys_errno() == EIO);
+    CHECK_FALSE(bare.has_message());
+
+    Status a = Status::from_errno(EBUSY, "ibv_destroy_cq");
+    Status b = a; // a copy of its own
+    b.with_context("teardown");
+    CHECK(a.message() == "ibv_destroy_cq failed: Device or resource busy (16)");
+    CHECK(b.message() == "teardown: ibv_destroy_cq failed: Device or resource busy (16)");
+    CHECK(b.sys_errno() == EBUSY);
+    Status c;
+    c = b;
+    c = *&c; // self-assignment keeps it
+    CHECK(c.message() == b.message());
+    CHECK(c.code() == Code::kUnavailable);
+    c = Status::ok();
+    CHECK(c.is_ok());
+    CHECK_FALSE(c.has_message());
+    CHECK(c.sys_errno() == 0);
+    Status d = std::move(b);
+    CHECK(d.message() == "teardown: ibv_destroy_cq failed: Device or resource busy (16)");
+    CHECK(d.sys_errno() == EBUSY);
 }
 
 TEST_CASE("Result: holds a value or the error", "[util][status]") {

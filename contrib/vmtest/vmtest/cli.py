@@ -37,12 +37,17 @@ topologies:
         member N of node2 by a tc mirred redirect between taps in a private
         network namespace (a transparent cable: LACP passes, so 802.3ad
         aggregates). 802.3ad and balance-xor use xmit_hash_policy layer3+4.
-  Both topologies also have a management NIC mgmt0 (a bridge in the same
+  rails as two, plus a second rail: eth2/eth3 bonded into bond1 (same
+        --bond-mode, no VLAN) with its own rxe_bond1 on its own subnet, wired
+        like the first (member N to member N), so each guest has two RDMA
+        devices, each reaching only the peer's device on its subnet.
+  All topologies also have a management NIC mgmt0 (a bridge in the same
   namespace) with sshd, so `ssh node2 CMD` and mpirun work between guests.
 
 addresses (inside the guests and the namespace only):
   bond0 198.18.0.N/24   bond0.3027 198.19.0.N/24   mgmt0 198.19.255.N/24
-  /etc/hosts: nodeN (mgmt0), nodeN-bond, nodeN-vlan
+  bond1 198.18.1.N/24 (rails)
+  /etc/hosts: nodeN (mgmt0), nodeN-bond, nodeN-vlan, nodeN-bond1 (rails)
 
 environment of COMMAND (also set for ssh sessions into any guest):
   VMTEST=1, VMTEST_TOPOLOGY, VMTEST_NODE (1), VMTEST_NODES ("node1 node2"),
@@ -50,7 +55,10 @@ environment of COMMAND (also set for ssh sessions into any guest):
   VMTEST_MEMBERS ("eth0 eth1"), VMTEST_RDMA_DEV (rxe_bond0),
   VMTEST_ADDR / VMTEST_VLAN_ADDR / VMTEST_MGMT_ADDR (this guest's addresses),
   VMTEST_ADDR_CIDR (bond0's address with its prefix),
-  VMTEST_PEER / VMTEST_PEER_ADDR / VMTEST_PEER_VLAN_ADDR (two only),
+  VMTEST_PEER / VMTEST_PEER_ADDR / VMTEST_PEER_VLAN_ADDR (two and rails),
+  VMTEST_RAILS (1, or 2 in rails), and in rails: VMTEST_BOND1 (bond1),
+  VMTEST_MEMBERS1 ("eth2 eth3"), VMTEST_RDMA_DEV1 (rxe_bond1),
+  VMTEST_ADDR1 / VMTEST_ADDR1_CIDR / VMTEST_PEER_ADDR1 (bond1's addresses),
   VMTEST_HOSTFILE (an mpirun hostfile listing every guest, slots=1 each),
   VMTEST_RESULTS (RESULTS/out: writable, on the host at the same path),
   VMTEST_USER ({GUEST_USER}, the unprivileged user; it exists in every run),
@@ -66,7 +74,7 @@ environment of COMMAND (also set for ssh sessions into any guest):
 
 fault injection inside the guests (root):
   vmtest-fault cut N | restore N   pull / replug the cable of member N (ethN,
-                                   N = 0 or 1) on both ends (QMP set_link on
+                                   N = 0 or 1; 0-3 in rails) on both ends (QMP set_link on
                                    both guests; the guests see carrier loss)
   vmtest-fault addr-change [A/P]   replace bond0's IPv4 address (default
                                    198.18.0.(100+N)/24): rewrites the GID table
@@ -127,7 +135,7 @@ def parse(argv):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("topology", metavar="TOPOLOGY", choices=sorted(TOPOLOGIES),
-                   help="one | two (see below)")
+                   help="one | two | rails (see below)")
     p.add_argument("--user", action="store_true",
                    help=f"run COMMAND as the unprivileged user {GUEST_USER} (ulimit -l unlimited)")
     p.add_argument("--default-memlock", action="store_true",

@@ -24,9 +24,11 @@ from .util import HANDLED_SIGNALS, ToolError, elapsed, log, pid_alive, run, sign
 EXIT_TIMEOUT = 124
 EXIT_TOOL = 125
 
-TOPOLOGIES = {"one": 1, "two": 2}
+TOPOLOGIES = {"one": 1, "two": 2, "rails": 2}
+# Rails (bonds, each with its own rxe device and subnet) per guest.
+RAILS = {"one": 1, "two": 1, "rails": 2}
 BOND_MODES = ("active-backup", "balance-xor", "802.3ad")
-MEMBERS = 2
+MEMBERS = 2  # per bond
 VLAN_ID = 3027
 GUEST_USER, GUEST_UID = "vmuser", 2900
 RUNDIR_PREFIX = "vmtest."
@@ -52,8 +54,11 @@ def ignore_signals():
         signal.signal(s, signal.SIG_IGN)
 
 
-def node_plan(node, nodes):
-    """Addresses, names and MACs of guest `node`: the one place they are decided."""
+def node_plan(node, nodes, rails=1):
+    """Addresses, names and MACs of guest `node`: the one place they are decided.
+
+    Rail r (0-based) is bond<r> over eth<2r>, eth<2r+1> on 198.18.<r>.0/24;
+    only rail 0 has the VLAN."""
     plan = {
         "name": f"node{node}",
         "bond_addr": f"198.18.0.{node}/24",
@@ -61,15 +66,18 @@ def node_plan(node, nodes):
         "mgmt_addr": f"198.19.255.{node}/24",
         "nics": {f"52:54:00:19:{node:02x}:00": "mgmt0"},
     }
+    for r in range(1, rails):
+        plan[f"bond{r}_addr"] = f"198.18.{r}.{node}/24"
     if nodes > 1:
-        for m in range(MEMBERS):
+        for m in range(MEMBERS * rails):
             plan["nics"][f"52:54:00:18:{node:02x}:{m:02x}"] = f"eth{m}"
     return plan
 
 
 def guest_env(opts, node, nodes, results):
     """VMTEST_* variables of guest `node` (for the command and ssh sessions)."""
-    plan = node_plan(node, nodes)
+    rails = RAILS[opts.topology]
+    plan = node_plan(node, nodes, rails)
     env = {
         "VMTEST": "1",
         "VMTEST_TOPOLOGY": opts.topology,
@@ -87,12 +95,21 @@ def guest_env(opts, node, nodes, results):
         "VMTEST_HOSTFILE": "/etc/vmtest/hostfile",
         "VMTEST_RESULTS": os.path.join(results, "out"),
         "VMTEST_USER": GUEST_USER,
+        "VMTEST_RAILS": str(rails),
     }
+    for r in range(1, rails):
+        env[f"VMTEST_BOND{r}"] = f"bond{r}"
+        env[f"VMTEST_MEMBERS{r}"] = " ".join(f"eth{m}" for m in range(MEMBERS * r, MEMBERS * (r + 1)))
+        env[f"VMTEST_RDMA_DEV{r}"] = f"rxe_bond{r}"
+        env[f"VMTEST_ADDR{r}"] = plan[f"bond{r}_addr"].split("/")[0]
+        env[f"VMTEST_ADDR{r}_CIDR"] = plan[f"bond{r}_addr"]
     if nodes > 1:
-        peer = node_plan(2 if node == 1 else 1, nodes)
+        peer = node_plan(2 if node == 1 else 1, nodes, rails)
         env["VMTEST_PEER"] = peer["name"]
         env["VMTEST_PEER_ADDR"] = peer["bond_addr"].split("/")[0]
         env["VMTEST_PEER_VLAN_ADDR"] = peer["vlan_addr"].split("/")[0]
+        for r in range(1, rails):
+            env[f"VMTEST_PEER_ADDR{r}"] = peer[f"bond{r}_addr"].split("/")[0]
     return env
 
 
@@ -137,6 +154,7 @@ class Run:
     def __init__(self, opts):
         self.o = opts
         self.nodes = TOPOLOGIES[opts.topology]
+        self.rails = RAILS[opts.topology]
         self.guests = []
         self.fabric = None
         self.rundir = None
@@ -234,7 +252,7 @@ class Run:
             run(gen + [f"node{n}", "-f", path])
             with open(path + ".pub") as f:
                 pub = " ".join(f.read().split()[:2])
-            plan = node_plan(n, self.nodes)
+            plan = node_plan(n, self.nodes, self.rails)
             names = [plan["name"]] + [plan[k].split("/")[0] for k in
                                       ("mgmt_addr", "bond_addr", "vlan_addr")]
             known.append(f"{','.join(names)} {pub}\n")
@@ -262,7 +280,8 @@ class Run:
             # Extra 9p shares (--root): tag and the path the agent mounts it at.
             "binds": [{"tag": f"bind{i}", "path": d} for i, d in enumerate(self.o.binds)],
             "setup_timeout": self.o.boot_timeout,
-            "plans": {str(n): node_plan(n, self.nodes) for n in range(1, self.nodes + 1)},
+            "plans": {str(n): node_plan(n, self.nodes, self.rails)
+                      for n in range(1, self.nodes + 1)},
             "node_env": {str(n): guest_env(self.o, n, self.nodes, self.results)
                          for n in range(1, self.nodes + 1)},
         }
@@ -299,7 +318,7 @@ class Run:
             argv += ["-chardev", f"socket,id={kind},path={sock(kind)}",
                      "-device", f"virtserialport,bus=vser.0,chardev={kind},name=vmtest.{kind}"]
         argv += ["-chardev", f"socket,id=qmp,path={sock('qmp')}", "-mon", "chardev=qmp,mode=control"]
-        plan = node_plan(node, self.nodes)
+        plan = node_plan(node, self.nodes, self.rails)
         for mac, name in sorted(plan["nics"].items(), key=lambda kv: kv[1]):
             nic = "m" if name == "mgmt0" else f"d{name[3:]}"
             argv += ["-netdev", f"tap,id={nic},ifname={fabric.tap_name(node, nic)},"
@@ -309,7 +328,7 @@ class Run:
 
     def _start(self):
         # Cleanup deletes the namespace by name, even if create() was interrupted.
-        self.fabric = fabric.Fabric(self.nodes, MEMBERS if self.nodes > 1 else 0)
+        self.fabric = fabric.Fabric(self.nodes, MEMBERS * self.rails if self.nodes > 1 else 0)
         try:
             self.fabric.create()
         except ToolError as e:
@@ -463,8 +482,9 @@ class Run:
             if self.nodes < 2:
                 raise ToolError("topology one has no cables: its bond members are dummy NICs "
                                 "(use 'ip link set ethN down' there)")
-            if not 0 <= member < MEMBERS:
-                raise ToolError(f"member must be 0..{MEMBERS - 1}, got {words[1]!r}")
+            members = MEMBERS * self.rails
+            if not 0 <= member < members:
+                raise ToolError(f"member must be 0..{members - 1}, got {words[1]!r}")
             for peer in self.guests:
                 peer.set_link(f"d{member}", op == "restore")
             what = f"{op} member {member} (eth{member}) on {', '.join(p.name for p in self.guests)}"

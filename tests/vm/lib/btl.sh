@@ -131,6 +131,23 @@ tx_split() {
     echo "$min"
 }
 
+# rail_split BEFORE AFTER (topology rails): note every guest's split of the
+# bytes between its rails (rail 0: bond0's members eth0+eth1, rail 1: bond1's
+# eth2+eth3); prints the smallest rail share (integer percent) last.
+rail_split() {
+    local n a b min=100 pa pb
+    for n in $VMTEST_NODES; do
+        a=$(($(tx_delta "$1" "$2" "$n" eth0) + $(tx_delta "$1" "$2" "$n" eth1)))
+        b=$(($(tx_delta "$1" "$2" "$n" eth2) + $(tx_delta "$1" "$2" "$n" eth3)))
+        pa=$((a + b > 0 ? 100 * a / (a + b) : 0))
+        pb=$((a + b > 0 ? 100 - pa : 0))
+        note "$n: rail 0 ($VMTEST_BOND, $VMTEST_RDMA_DEV) +$a B ($pa%), rail 1 ($VMTEST_BOND1, $VMTEST_RDMA_DEV1) +$b B ($pb%)"
+        [ "$pa" -lt "$min" ] && min=$pa
+        [ "$pb" -lt "$min" ] && min=$pb
+    done
+    echo "$min"
+}
+
 # stress_report LOG CUT_TOD RESTORE_TOD: recovery figures from the progress
 # lines of tests/mpi/stress (rank 0 prints one every ~2 s after an iteration).
 # Time to recover = from the event to the start of the first progress interval
@@ -281,7 +298,8 @@ hold_over() { [ "$SECONDS" -ge "$hold_over_at" ] || t_at_least "$1"; }
 
 # stress_cut NAME N MPIRUN-ARGS...: tests/mpi/stress (ROCE_TEST_SECONDS s,
 # every byte and status verified) launched by `mpi` with MPIRUN-ARGS; member
-# N's cable is pulled (vmtest-fault cut N: both guests) at stress clock
+# N's cable is pulled (vmtest-fault cut N: both guests; N may be a list, "2 3"
+# pulls a whole rail of topology rails) at stress clock
 # CUT_AT s and replugged HOLD stress seconds later (or after 2 x HOLD s of
 # wall time if traffic stalls). Both faults are timed on the program's own
 # clock (its progress lines): on a loaded host a guest's sleep and
@@ -294,7 +312,7 @@ hold_over() { [ "$SECONDS" -ge "$hold_over_at" ] || t_at_least "$1"; }
 # restore, got back to half its rate after the pull and kept going after the
 # restore.
 stress_cut() {
-    local name=$1 ns=$2 pid rc cut rst rep alive=0 ev=$CHECK_TMP/$1
+    local name=$1 ns=$2 pid rc cut rst rep alive=0 ev=$CHECK_TMP/$1 m what
     shift 2
     STRESS_LOG=$LOGS/$name
     tx_snapshot "$ev.s0"
@@ -304,16 +322,22 @@ stress_cut() {
     tx_snapshot "$ev.b0"
     # The fault is in place when vmtest-fault returns (it took up to 76 s on
     # the loaded host), so the event times are taken after it.
-    vmtest-fault cut "$ns" || die "vmtest-fault cut $ns failed"
+    what=
+    for m in $ns; do
+        vmtest-fault cut "$m" || die "vmtest-fault cut $m failed"
+        what="$what${what:+, }eth$m"
+    done
     cut=$(now_tod)
-    note "cut eth$ns at utc $(date -u +%T) (stress t=$(stress_t) s when it returned)"
+    note "cut $what at utc $(date -u +%T) (stress t=$(stress_t) s when it returned)"
     tx_snapshot "$ev.c0"
     hold_over_at=$((SECONDS + 2 * HOLD))
     wait_for 600 "stress t >= $(stress_t) + $HOLD s" hold_over "$(awk -v t="$(stress_t)" -v h="$HOLD" 'BEGIN { print t + h }')"
     tx_snapshot "$ev.r0"
-    vmtest-fault restore "$ns" || die "vmtest-fault restore $ns failed"
+    for m in $ns; do
+        vmtest-fault restore "$m" || die "vmtest-fault restore $m failed"
+    done
     rst=$(now_tod)
-    note "restored eth$ns at utc $(date -u +%T) (stress t=$(stress_t) s when it returned)"
+    note "restored $what at utc $(date -u +%T) (stress t=$(stress_t) s when it returned)"
     kill -0 "$pid" 2>/dev/null && alive=1
     wait "$pid"
     rc=$?
@@ -324,14 +348,16 @@ stress_cut() {
     rep=$(stress_report "$STRESS_LOG.out" "$cut" "$rst")
     echo "$rep" | grep '^note: '
     path_summary "$STRESS_LOG.err"
+    local split=tx_split
+    [ "${VMTEST_RAILS:-1}" -gt 1 ] && split=rail_split
     note "before the pull:"
-    tx_split "$ev.s0" "$ev.b0" | grep '^note: '
-    note "while eth$ns was pulled:"
-    tx_split "$ev.c0" "$ev.r0" | grep '^note: '
+    $split "$ev.s0" "$ev.b0" | grep '^note: '
+    note "while $what was pulled:"
+    $split "$ev.c0" "$ev.r0" | grep '^note: '
     note "after the restore (failback), until the end of the job:"
-    tx_split "$ev.r0" "$ev.e0" | grep '^note: '
+    $split "$ev.r0" "$ev.e0" | grep '^note: '
     note "whole run:"
-    tx_split "$ev.s0" "$ev.e0" | grep '^note: '
+    $split "$ev.s0" "$ev.e0" | grep '^note: '
     if [ "$rc" != 0 ] || ! grep -q '^stress: PASS' "$STRESS_LOG.out"; then
         echo "stderr (not verbose):"
         other_stderr "$STRESS_LOG.err" | head -40

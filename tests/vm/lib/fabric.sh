@@ -63,11 +63,14 @@ same_active_member() {
 }
 carrier() { on "$1" "cat /sys/class/net/$2/carrier"; }
 
+# Every bond member of every rail (topology rails: bond1's eth2/eth3 too).
+ALL_MEMBERS="$VMTEST_MEMBERS${VMTEST_MEMBERS1:+ $VMTEST_MEMBERS1}"
+
 # tx_snapshot FILE: "node member tx_bytes" for every member of every guest.
 tx_snapshot() {
     local n
     for n in $VMTEST_NODES; do
-        on "$n" 'for m in '"$VMTEST_MEMBERS"'; do
+        on "$n" 'for m in '"$ALL_MEMBERS"'; do
                      echo "$(hostname) $m $(cat /sys/class/net/$m/statistics/tx_bytes)"
                  done'
     done >"$1"
@@ -83,7 +86,7 @@ tx_delta() {
 tx_report() {
     local n m line=""
     for n in $VMTEST_NODES; do
-        for m in $VMTEST_MEMBERS; do
+        for m in $ALL_MEMBERS; do
             line="$line $n/$m +$(tx_delta "$1" "$2" "$n" "$m")"
         done
     done

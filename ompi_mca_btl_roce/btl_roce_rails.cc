@@ -1,0 +1,202 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+//
+// The module's part of surviving a lost rail (issue 16; docs/architecture.md,
+// "Losing a rail"): which endpoints lost every path, the sibling rail that
+// carries their sends meanwhile (Rails), the warning when a rail is lost and
+// the line when it is back; and, on the receiving side, the kForward
+// fragments a sibling got: checked, then handed to the module of the rail
+// they were sent on. Two module locks are never held together: a module
+// calls a sibling only without its own lock.
+#include "btl_roce_module.h"
+
+#include <algorithm>
+
+#include "util/strings.h"
+
+namespace roce::btl {
+
+using util::Code;
+using util::LogLevel;
+using util::Status;
+
+namespace {
+
+/// Sends taken off one endpoint's queue per reroute pass.
+constexpr size_t kForwardBatch = 64;
+
+/// A carried send is done on the carrying rail: tell its own module.
+void forward_sent(mca_btl_base_module_t *, mca_btl_base_endpoint_t *,
+                  mca_btl_base_descriptor_t *des, int status) {
+    auto *origin = static_cast<Module *>(des->des_context);
+    origin->forward_completed(static_cast<Frag *>(des->des_cbdata), status);
+}
+
+} // namespace
+
+bool Module::reached_elsewhere(const Endpoint &ep) const {
+    return env_.rails && env_.rails->sibling(this, ep.name) != nullptr;
+}
+
+void Module::reach_changed(Endpoint &ep, bool reached) {
+    if (env_.rails) {
+        env_.rails->set_reach(this, ep.name, reached);
+    }
+    auto it = std::find_if(lost_.begin(), lost_.end(), [&](const Lost &l) { return l.ep == &ep; });
+    if (reached || ep.state == EpState::kFailed) {
+        if (it != lost_.end()) {
+            if (reached && it->announced) {
+                log_.write(LogLevel::kWarn,
+                           util::format("%s reaches %s again: its traffic is back on this rail",
+                                        rail_name_.c_str(), ep.label.c_str()));
+            }
+            lost_.erase(it);
+        }
+        return;
+    }
+    if (it != lost_.end() || !env_.rails || ep.is_self()) {
+        return;
+    }
+    lost_.push_back(Lost{&ep, false});
+    Module *b = env_.rails->sibling(this, ep.name);
+    if (b != nullptr) {
+        lost_.back().announced = true;
+        log_.write(LogLevel::kWarn,
+                   util::format("%s lost every path to %s; its traffic goes over %s until this "
+                                "rail returns",
+                                rail_name_.c_str(), ep.label.c_str(), b->rail_name().c_str()));
+    }
+}
+
+void Module::reroute() {
+    std::vector<Endpoint *> eps;
+    OPAL_THREAD_LOCK(&lock_);
+    for (const Lost &l : lost_) {
+        eps.push_back(l.ep);
+    }
+    OPAL_THREAD_UNLOCK(&lock_);
+    for (Endpoint *ep : eps) {
+        // name and port_index never change once the endpoint exists.
+        Module *b = env_.rails ? env_.rails->sibling(this, ep->name) : nullptr;
+        if (b == nullptr) {
+            continue; // nothing reaches the peer: the connect timeout applies
+        }
+        std::vector<Frag *> frags;
+        OPAL_THREAD_LOCK(&lock_);
+        auto it = std::find_if(lost_.begin(), lost_.end(),
+                               [&](const Lost &l) { return l.ep == ep; });
+        if (it != lost_.end()) {
+            if (!it->announced) {
+                it->announced = true;
+                log_.write(LogLevel::kWarn,
+                           util::format("%s lost every path to %s; its traffic goes over %s "
+                                        "until this rail returns",
+                                        rail_name_.c_str(), ep->label.c_str(),
+                                        b->rail_name().c_str()));
+            }
+            dp_->take_for_forwarding(*ep, kForwardBatch, frags);
+        }
+        OPAL_THREAD_UNLOCK(&lock_);
+        size_t k = 0;
+        for (; k < frags.size(); ++k) {
+            wire::ForwardHeader h;
+            h.kind = wire::ForwardKind::kSend;
+            h.tag = frags[k]->tag;
+            h.origin_src_port = port_index_;
+            h.origin_dst_port = ep->port_index;
+            h.seq = frags[k]->seq;
+            Status s = b->carry(ep->name, h, *frags[k], *this);
+            if (!s) {
+                if (s.code() != Code::kResourceExhausted) {
+                    log_.write(LogLevel::kDebug, "forwarding over " + b->rail_name() + ": " +
+                                                     s.message());
+                }
+                break; // the rest waits for the next pass, in order
+            }
+        }
+        if (k < frags.size()) {
+            OPAL_THREAD_LOCK(&lock_);
+            dp_->give_back(*ep, frags, k);
+            OPAL_THREAD_UNLOCK(&lock_);
+        }
+    }
+}
+
+Status Module::carry(uint64_t peer, const wire::ForwardHeader &hdr, const Frag &origin,
+                     Module &from) {
+    OPAL_THREAD_LOCK(&lock_);
+    auto it = endpoints_.by_name.find(peer);
+    Endpoint *ep = it != endpoints_.by_name.end() ? it->second : nullptr;
+    OPAL_THREAD_UNLOCK(&lock_);
+    if (ep == nullptr) {
+        return Status(Code::kUnavailable,
+                      util::format("%s has no endpoint for that peer", rail_name_.c_str()));
+    }
+    return dp_->send_forward(*ep, hdr, origin, forward_sent, const_cast<Frag *>(&origin), &from);
+}
+
+void Module::forward_completed(Frag *f, int status) {
+    OPAL_THREAD_LOCK(&lock_);
+    dp_->forward_done(f, status);
+    OPAL_THREAD_UNLOCK(&lock_);
+}
+
+void Module::refuse_forwarded(const std::string &via, const std::string &why) {
+    ++dp_->rail_stats().forwarded_refused;
+    uint64_t n = forward_warn_.hit("forwarded from " + via, clock());
+    if (n > 0) {
+        log_.write(LogLevel::kError,
+                   util::format("%s: refused a forwarded fragment from %s: %s%s",
+                                rail_name_.c_str(), via.c_str(), why.c_str(),
+                                n > 1 ? util::format(" (%llu such since the last report)",
+                                                     static_cast<unsigned long long>(n))
+                                            .c_str()
+                                      : ""));
+    }
+}
+
+void Module::forwarded(Endpoint &via, const uint8_t *data, size_t len) {
+    auto h = wire::parse_forward(data, len);
+    Module *origin = h && env_.rails ? env_.rails->at_port(h->origin_dst_port) : nullptr;
+    if (!h || origin == nullptr || origin == this) {
+        std::string why = !h ? h.status().message()
+                         : origin == nullptr
+                             ? util::format("it names our port %u, which is no rail of ours",
+                                            h->origin_dst_port)
+                             : "it names the rail it came on";
+        OPAL_THREAD_LOCK(&lock_);
+        refuse_forwarded(via.label, why);
+        OPAL_THREAD_UNLOCK(&lock_);
+        return;
+    }
+    origin->receive_forwarded(via.name, via.label, *h, data + wire::kForwardHeaderSize);
+}
+
+void Module::receive_forwarded(uint64_t sender, const std::string &via,
+                               const wire::ForwardHeader &hdr, const uint8_t *payload) {
+    OPAL_THREAD_LOCK(&lock_);
+    auto it = endpoints_.by_name.find(sender);
+    Endpoint *ep = it != endpoints_.by_name.end() ? it->second : nullptr;
+    if (ep == nullptr || ep->is_self() || ep->port_index != hdr.origin_src_port) {
+        refuse_forwarded(via, ep == nullptr || ep->is_self()
+                                  ? util::format("%s has no endpoint for the sender",
+                                                 rail_name_.c_str())
+                                  : util::format("it names the sender's port %u; on %s the "
+                                                 "sender is port %u",
+                                                 hdr.origin_src_port, rail_name_.c_str(),
+                                                 ep->port_index));
+        OPAL_THREAD_UNLOCK(&lock_);
+        return;
+    }
+    SeqWindow::Verdict v = dp_->accept_forwarded(*ep, hdr.seq);
+    OPAL_THREAD_UNLOCK(&lock_);
+    if (v != SeqWindow::Verdict::kNew) {
+        return; // the original arrived before its path failed (or a forgery)
+    }
+    if (!dp_->deliver(*ep, hdr.tag, payload, hdr.length)) {
+        OPAL_THREAD_LOCK(&lock_);
+        refuse_forwarded(via, util::format("nobody registered its tag %u", hdr.tag));
+        OPAL_THREAD_UNLOCK(&lock_);
+    }
+}
+
+} // namespace roce::btl
