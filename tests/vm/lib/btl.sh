@@ -182,7 +182,9 @@ stress_report() {
             if (rr_done) printf "note: time to recover after the restore: %.1f s\n", rr
             else print "note: after the restore: never back to 50% of the rate"
             printf "note: longest gap between progress lines %.1f s (from t=%.1f s)\n", gap, gap_at
-            print "RECOVERED " (rc_done ? 1 : 0) " " (post_it > 0 ? 1 : 0)
+            # third field: back to half the rate before the restore (the
+            # traffic moved to what was left, rather than waiting for the fault to end)
+            print "RECOVERED " (rc_done ? 1 : 0) " " (post_it > 0 ? 1 : 0) " " (rc_done && cut + rc < rst ? 1 : 0)
         }' "$1"
 }
 
@@ -238,6 +240,10 @@ other_stderr() { grep -v -E '^(\[[^]]*\] )?btl roce: ' "$1" | grep -v '^[[:space
 # During a fault the btl must say which path failed and that it reconnects
 # (warning level, by design); any other line (an error, a pml FATAL) still fails.
 PATH_FAILED='^\[[^]]*\] btl roce \[[^]]*\]: warning: path [0-9]+ to rank [0-9]+ .* failed: .*reconnecting$'
+# A whole rail lost (topology rails): the module says once per peer that it
+# lost every path and which rail carries the traffic, and once that it is back.
+RAIL_LOST='^\[[^]]*\] btl roce \[[^]]*\]: warning: [^ ]+ lost every path to rank [0-9]+ .*; its traffic goes over [^ ]+ until this rail returns$'
+RAIL_BACK='^\[[^]]*\] btl roce \[[^]]*\]: warning: [^ ]+ reaches rank [0-9]+ .* again: its traffic is back on this rail$'
 # With the components installed (as .ci/run does), the first failed path of
 # each rank also shows the help topic "path failed" (help-mpi-btl-roce.txt),
 # which mpirun prints once in a box of dashes and then counts ("N more
@@ -273,7 +279,7 @@ without_help_box() {
 # verbose ones, the path-failure warnings, the "path failed" help topic with
 # its count and Open MPI's lost-help-message line.
 fault_stderr() {
-    other_stderr "$1" | grep -v -E "$PATH_FAILED" | without_help_box "$PATH_FAILED_HELP" |
+    other_stderr "$1" | grep -v -E "$PATH_FAILED|$RAIL_LOST|$RAIL_BACK" | without_help_box "$PATH_FAILED_HELP" |
         grep -v -E "$PATH_FAILED_COUNT|$HELP_AGGREGATE_HINT|$OMPI_HELP_RELAY_LOST"
 }
 # relay_lost_note FILE: a note if Open MPI lost help messages in FILE.
@@ -372,4 +378,8 @@ stress_cut() {
     }
     [ "$alive" = 1 ] || die "the job ended before the restore: nothing shows the time after it (raise BTL_STRESS_SECONDS)"
     echo "$rep" | grep -q '^RECOVERED 1 1' || die "traffic did not recover to half its rate after the cut, or stopped after the restore"
+    # STRESS_RECOVER_DURING_CUT=1: the traffic must come back while the fault
+    # lasts (moved to the remaining rails), not only once it is undone.
+    [ "${STRESS_RECOVER_DURING_CUT:-0}" = 0 ] || echo "$rep" | grep -q '^RECOVERED 1 1 1' ||
+        die "traffic did not move to what was left: back to half its rate only after the restore ($(echo "$rep" | sed -n 's/^note: time to recover after the cut: //p'))"
 }
