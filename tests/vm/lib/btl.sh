@@ -148,13 +148,13 @@ rail_split() {
     echo "$min"
 }
 
-# stress_report LOG CUT_TOD RESTORE_TOD: recovery figures from the progress
+# stress_report LOG CUT_TOD RESTORE_TOD [RESTORE_BEGIN_TOD]: recovery figures from the progress
 # lines of tests/mpi/stress (rank 0 prints one every ~2 s after an iteration).
 # Time to recover = from the event to the start of the first progress interval
 # after it whose iteration rate is back to >= 50% of the rate before the cut
 # (resolution: one progress interval, ~2 s).
 stress_report() {
-    awk -v cut="$2" -v rst="$3" '
+    awk -v cut="$2" -v rst="$3" -v rst0="${4:-$3}" '
         function tod(s, a) { split(s, a, ":"); return a[1] * 3600 + a[2] * 60 + a[3] }
         /^stress: .* start utc=/ { sub(/.*start utc=/, ""); t0 = tod($0); prev = t0; next }
         /^stress: progress / {
@@ -184,7 +184,7 @@ stress_report() {
             printf "note: longest gap between progress lines %.1f s (from t=%.1f s)\n", gap, gap_at
             # third field: back to half the rate before the restore (the
             # traffic moved to what was left, rather than waiting for the fault to end)
-            print "RECOVERED " (rc_done ? 1 : 0) " " (post_it > 0 ? 1 : 0) " " (rc_done && cut + rc < rst ? 1 : 0)
+            print "RECOVERED " (rc_done ? 1 : 0) " " (post_it > 0 ? 1 : 0) " " (rc_done && cut + rc < rst0 ? 1 : 0)
         }' "$1"
 }
 
@@ -318,7 +318,7 @@ hold_over() { [ "$SECONDS" -ge "$hold_over_at" ] || t_at_least "$1"; }
 # restore, got back to half its rate after the pull and kept going after the
 # restore.
 stress_cut() {
-    local name=$1 ns=$2 pid rc cut rst rep alive=0 ev=$CHECK_TMP/$1 m what
+    local name=$1 ns=$2 pid rc cut rst rst0 rep alive=0 ev=$CHECK_TMP/$1 m what
     shift 2
     STRESS_LOG=$LOGS/$name
     tx_snapshot "$ev.s0"
@@ -339,6 +339,7 @@ stress_cut() {
     hold_over_at=$((SECONDS + 2 * HOLD))
     wait_for 600 "stress t >= $(stress_t) + $HOLD s" hold_over "$(awk -v t="$(stress_t)" -v h="$HOLD" 'BEGIN { print t + h }')"
     tx_snapshot "$ev.r0"
+    rst0=$(now_tod) # the first member may be back before the last restore returns
     for m in $ns; do
         vmtest-fault restore "$m" || die "vmtest-fault restore $m failed"
     done
@@ -351,7 +352,7 @@ stress_cut() {
     grep '^stress: ' "$STRESS_LOG.out"
     grep -E '^stress: [0-9]+ iterations|^stress: iteration time|^stress: (PASS|FAIL)' \
         "$STRESS_LOG.out" | sed 's/^/note: /'
-    rep=$(stress_report "$STRESS_LOG.out" "$cut" "$rst")
+    rep=$(stress_report "$STRESS_LOG.out" "$cut" "$rst" "$rst0")
     echo "$rep" | grep '^note: '
     path_summary "$STRESS_LOG.err"
     local split=tx_split
