@@ -32,30 +32,8 @@ lag_env() {
 # rank per guest (2 paths: the default on a 2-member bond):
 # each member of each guest carries >= MIN_SHARE% of the bytes.
 lag_spread() {
-    local min
     [ "$MODE" = lacp ] || unsupported "active-backup sends on one member only"
-    tx_snapshot "$CHECK_TMP/b0"
-    ROCE_BENCH_SIZES=1M ROCE_TEST_MAX_BYTES=1M MPI_LIMIT=500 mpi "$LOGS/spread" -np 2 --hostfile "$VMTEST_HOSTFILE" \
-        "$BENCH_BIN/bandwidth"
-    local rc=$?
-    tx_snapshot "$CHECK_TMP/b1"
-    grep -E '^# +1048576 ' "$LOGS/spread.out" | sed 's/^# */note: bytes, uni MB\/s, bi MB\/s: /'
-    grep -E 'btl roce: path [0-9]+ to ' "$LOGS/spread.err" | sed 's/^.*btl roce: /note: /'
-    path_summary "$LOGS/spread.err"
-    tx_report "$CHECK_TMP/b0" "$CHECK_TMP/b1"
-    tx_split "$CHECK_TMP/b0" "$CHECK_TMP/b1" >"$CHECK_TMP/split"
-    grep '^note: ' "$CHECK_TMP/split"
-    min=$(tail -n1 "$CHECK_TMP/split")
-    [ "$rc" = 0 ] && grep -q '^bandwidth: PASS' "$LOGS/spread.out" || {
-        tail -20 "$LOGS/spread.err"
-        die "bandwidth run failed (exit $rc)"
-    }
-    [ -z "$(other_stderr "$LOGS/spread.err")" ] || {
-        other_stderr "$LOGS/spread.err" | head -20
-        die "warnings on stderr"
-    }
-    note "smallest member share: $min% (need >= $MIN_SHARE%)"
-    [ "$min" -ge "$MIN_SHARE" ] || die "a member carried only $min% of the bytes"
+    bandwidth_spread tx_split member
 }
 
 # The same spread with traffic in both directions that is not a window of 64

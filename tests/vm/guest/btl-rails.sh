@@ -50,47 +50,25 @@ rails_env() {
         die "btl_roce_bandwidth 12345 was not kept by all 4 modules (2 ranks x 2 rails)"
 }
 
-# rxe_sent FILE: "node device sent_pkts" for both devices of every guest.
-rxe_sent() {
+# rxe_packets before|after: both devices' sent_pkts on every guest; "after"
+# notes each device's packets since "before".
+rxe_packets() {
     local n
     for n in $VMTEST_NODES; do
         on "$n" "for d in $VMTEST_RDMA_DEV $VMTEST_RDMA_DEV1; do
                      echo \"\$(hostname) \$d \$(cat /sys/class/infiniband/\$d/ports/1/hw_counters/sent_pkts)\"
                  done"
-    done >"$1"
+    done >"$CHECK_TMP/pkts.$1"
+    [ "$1" = after ] || return 0
+    awk 'FNR == NR { b[$1 " " $2] = $3; next } { printf "note: %s %s: +%d packets sent (rxe hw_counters/sent_pkts)\n", $1, $2, $3 - b[$1 " " $2] }' \
+        "$CHECK_TMP/pkts.before" "$CHECK_TMP/pkts.after"
 }
 
 # A bandwidth run (1 MiB messages, window of 64, one way then both ways), one
 # rank per guest: each rail of each guest carries >= MIN_SHARE% of the bytes
 # (the bml weighs the two modules by their btl_bandwidth).
 rails_spread() {
-    local min rc
-    tx_snapshot "$CHECK_TMP/b0"
-    rxe_sent "$CHECK_TMP/k0"
-    ROCE_BENCH_SIZES=1M ROCE_TEST_MAX_BYTES=1M MPI_LIMIT=500 mpi "$LOGS/spread" -np 2 --hostfile "$VMTEST_HOSTFILE" \
-        "$BENCH_BIN/bandwidth"
-    rc=$?
-    rxe_sent "$CHECK_TMP/k1"
-    tx_snapshot "$CHECK_TMP/b1"
-    grep -E '^# +1048576 ' "$LOGS/spread.out" | sed 's/^# */note: bytes, uni MB\/s, bi MB\/s: /'
-    grep -E 'btl roce: rxe_bond[01]:1: bandwidth' "$LOGS/spread.err" | sed 's/^.*btl roce: /note: /' | sort -u
-    path_summary "$LOGS/spread.err"
-    tx_report "$CHECK_TMP/b0" "$CHECK_TMP/b1"
-    awk 'FNR == NR { b[$1 " " $2] = $3; next } { printf "note: %s %s: +%d packets sent (rxe hw_counters/sent_pkts)\n", $1, $2, $3 - b[$1 " " $2] }' \
-        "$CHECK_TMP/k0" "$CHECK_TMP/k1"
-    rail_split "$CHECK_TMP/b0" "$CHECK_TMP/b1" >"$CHECK_TMP/split"
-    grep '^note: ' "$CHECK_TMP/split"
-    min=$(tail -n1 "$CHECK_TMP/split")
-    [ "$rc" = 0 ] && grep -q '^bandwidth: PASS' "$LOGS/spread.out" || {
-        tail -20 "$LOGS/spread.err"
-        die "bandwidth run failed (exit $rc)"
-    }
-    [ -z "$(other_stderr "$LOGS/spread.err")" ] || {
-        other_stderr "$LOGS/spread.err" | head -20
-        die "warnings on stderr"
-    }
-    note "smallest rail share: $min% (need >= $MIN_SHARE%)"
-    [ "$min" -ge "$MIN_SHARE" ] || die "a rail carried only $min% of the bytes"
+    bandwidth_spread rail_split rail rxe_packets
 }
 
 # 8 ranks (4 per guest), STRESS_SECONDS of all-to-all and ping-pong with every

@@ -131,6 +131,41 @@ tx_split() {
     echo "$min"
 }
 
+# bandwidth_spread SPLIT WHAT [PER_RUN_NOTES]: a bandwidth run (1 MiB
+# messages, window of 64, one way then both ways), one rank per guest,
+# between two tx snapshots; SPLIT (tx_split: a bond's members, rail_split:
+# the rails) notes every guest's shares, and each WHAT ("member", "rail")
+# must carry >= MIN_SHARE% of the bytes. PER_RUN_NOTES, if given, is run
+# with "before" and "after" around the job (figures of its own to note).
+# Dies unless the run passed with nothing on stderr but verbose lines.
+bandwidth_spread() {
+    local split=$1 what=$2 extra=${3:-} min rc
+    tx_snapshot "$CHECK_TMP/b0"
+    [ -z "$extra" ] || $extra before
+    ROCE_BENCH_SIZES=1M ROCE_TEST_MAX_BYTES=1M MPI_LIMIT=500 mpi "$LOGS/spread" -np 2 --hostfile "$VMTEST_HOSTFILE" \
+        "$BENCH_BIN/bandwidth"
+    rc=$?
+    [ -z "$extra" ] || $extra after
+    tx_snapshot "$CHECK_TMP/b1"
+    grep -E '^# +1048576 ' "$LOGS/spread.out" | sed 's/^# */note: bytes, uni MB\/s, bi MB\/s: /'
+    grep -E 'btl roce: (path [0-9]+ to |[^ ]+:[0-9]+: bandwidth )' "$LOGS/spread.err" | sed 's/^.*btl roce: /note: /' | sort -u
+    path_summary "$LOGS/spread.err"
+    tx_report "$CHECK_TMP/b0" "$CHECK_TMP/b1"
+    $split "$CHECK_TMP/b0" "$CHECK_TMP/b1" >"$CHECK_TMP/split"
+    grep '^note: ' "$CHECK_TMP/split"
+    min=$(tail -n1 "$CHECK_TMP/split")
+    [ "$rc" = 0 ] && grep -q '^bandwidth: PASS' "$LOGS/spread.out" || {
+        tail -20 "$LOGS/spread.err"
+        die "bandwidth run failed (exit $rc)"
+    }
+    [ -z "$(other_stderr "$LOGS/spread.err")" ] || {
+        other_stderr "$LOGS/spread.err" | head -20
+        die "warnings on stderr"
+    }
+    note "smallest $what share: $min% (need >= $MIN_SHARE%)"
+    [ "$min" -ge "$MIN_SHARE" ] || die "a $what carried only $min% of the bytes"
+}
+
 # rail_split BEFORE AFTER (topology rails): note every guest's split of the
 # bytes between its rails (rail 0: bond0's members eth0+eth1, rail 1: bond1's
 # eth2+eth3); prints the smallest rail share (integer percent) last.
