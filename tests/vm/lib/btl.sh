@@ -285,7 +285,7 @@ RAIL_BACK='^\[[^]]*\] btl roce \[[^]]*\]: warning: [^ ]+ reaches rank [0-9]+ .* 
 # processes have sent help message ..."): expected during a pull as well.
 PATH_FAILED_HELP='^A RoCE path \(one queue pair to a peer\) failed while carrying traffic\.$'
 PATH_FAILED_COUNT='^\[[^]]*\] [0-9]+ more process(es)? (has|have) sent help message help-mpi-btl-roce\.txt / path failed$'
-HELP_AGGREGATE_HINT='^Set MCA parameter "orte_base_help_aggregate" to 0 to see all help / error messages$'
+HELP_AGGREGATE_HINT='^(\[[^]]*\] )?Set MCA parameter "orte_base_help_aggregate" to 0 to see all help / error messages$'
 # Open MPI 4.1.4's mpirun loses some help messages of the ranks on its own
 # node and prints this line instead: orte_rml_oob_send_buffer_nb
 # (orte/mca/rml/oob/rml_oob_send.c), called on the PMIx server thread for a
