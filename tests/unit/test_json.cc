@@ -116,7 +116,7 @@ std::string nth_key(size_t n) {
 
 } // namespace
 
-TEST_CASE("json: a 4 MiB object with as many members as fit parses in under a second",
+TEST_CASE("json: a 4 MiB object with as many members as fit parses, in O(n log n) not O(n^2)",
           "[util][json][limits]") {
     // The readers cap a file at 4 MiB; the worst case for an object is the
     // most members that fit: {"a":0,"b":0,...} with the shortest names.
@@ -162,9 +162,14 @@ TEST_CASE("json: a 4 MiB object with as many members as fit parses in under a se
     REQUIRE(std::sscanf(r.output.c_str(), "%lf %lf", &cpu, &wall) == 2);
     WARN("json: " << keys << " members in " << text.size() << " bytes parsed in " << cpu
                   << " s of CPU (" << wall << " s of wall time on this machine)");
-    // CPU time: other processes on a loaded machine stretch wall time, not
-    // the work done. A quadratic parse needs minutes of it.
-    CHECK(cpu < 1.0 * roce::testing::kSlowdown);
+    // Not a performance target (that would be a benchmark): a guard against
+    // the quadratic parse (a scan of the members so far at every member),
+    // which needs minutes of CPU here - about 1.4e11 name comparisons. The
+    // O(n log n) parse takes 1.0-1.3 s of CPU on these machines, quiet; the
+    // limit is an order of magnitude from both, in CPU time, which other
+    // processes on a loaded machine do not stretch. (It was 1 s, and failed
+    // at 1.25 s on a quiet machine.)
+    CHECK(cpu < 12.0 * roce::testing::kSlowdown);
 }
 
 TEST_CASE("json: a repeated member name keeps the first position and the last value",
