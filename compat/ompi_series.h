@@ -27,6 +27,9 @@
  *   C++ defects        request.h compare-exchange       event.h extern "C",  ompi_cxx_compat.h,
  *                                                       communicator.h cast  opal_cxx_compat.h
  *   shared memory btl  vader                            sm                   here (messages)
+ *   RDMA remote        (no flag)                        MCA_BTL_FLAGS_RDMA_  here (the btl
+ *   completion flag                                     REMOTE_COMPLETION:   sets it on 5.0)
+ *                                                       osc/rdma's own RDMA
  *   Debian's devel     all that ours reach              no threads component configure
  *   headers                                             headers              (--with-ompi-headers)
  */
@@ -59,6 +62,19 @@
 #define ROCE_BTL_BASE_VERSION MCA_BTL_BASE_VERSION_3_1_0
 #else
 #define ROCE_BTL_BASE_VERSION MCA_BTL_BASE_VERSION_3_3_0
+#endif
+
+/* Remote completion of RDMA: 5.0's btl.h has MCA_BTL_FLAGS_RDMA_REMOTE_COMPLETION
+ * ("when a put or atomic completes at the initiator it has completed at the
+ * target"), 4.1's does not. An RC write completes at the initiator when the
+ * responder's ACK arrives, after the responder placed the data, and an atomic
+ * when its response arrives: the btl has that semantics on both series. 5.0's
+ * osc/rdma uses a btl's own RDMA only when the btl says so; without the flag it
+ * emulates put/get/atomics with active messages over the btls' sends. */
+#if ROCE_OMPI_SERIES == 41
+#define ROCE_BTL_FLAGS_REMOTE_COMPLETION 0
+#else
+#define ROCE_BTL_FLAGS_REMOTE_COMPLETION MCA_BTL_FLAGS_RDMA_REMOTE_COMPLETION
 #endif
 
 /* Open MPI's shared-memory btl, for messages that name it. */

@@ -12,6 +12,7 @@
 #include "opal/mca/btl/base/base.h"
 
 #include "btl_roce_log.h"
+#include "ompi_series.h"
 #include "select/rail_speed.h"
 #include "util/strings.h"
 
@@ -199,7 +200,8 @@ void btl_defaults(mca_btl_base_module_t &t, mca_btl_base_component_t *component)
     t.btl_bandwidth = kDefaultBandwidth;
     t.btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET |
                   MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_ATOMIC_OPS |
-                  MCA_BTL_FLAGS_ATOMIC_FOPS | MCA_BTL_FLAGS_RDMA_FLUSH;
+                  MCA_BTL_FLAGS_ATOMIC_FOPS | MCA_BTL_FLAGS_RDMA_FLUSH |
+                  ROCE_BTL_FLAGS_REMOTE_COMPLETION;
     t.btl_atomic_flags = MCA_BTL_ATOMIC_SUPPORTS_ADD | MCA_BTL_ATOMIC_SUPPORTS_CSWAP;
     t.btl_registration_handle_size = sizeof(mca_btl_base_registration_handle_t);
     t.btl_get_limit = 1u << 30;

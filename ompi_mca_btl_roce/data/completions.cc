@@ -168,6 +168,11 @@ void DataPath::handle_recv(const ibv_wc &wc) {
 }
 void DataPath::complete_frag(Frag *f, int status) {
     bool owned = f->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+    // The send is over and its number spent. A descriptor its caller owns
+    // may be sent again (5.0's btl/base am_rdma refills it from this
+    // callback): that is a new message and gets a new number; with the old
+    // one the receiver would drop it as a duplicate.
+    f->has_seq = false;
     if (f->base.des_cbfunc != nullptr) {
         Deferred &d = deferred_.emplace_back();
         d.kind = Deferred::Kind::kSendDone;
