@@ -18,7 +18,11 @@
 #   5. deb13-osc-rdma: the osc program over osc/rdma, which drives the btl's
 #      RDMA and atomics directly (whatever the pml), under pml roce. Its own
 #      check: under 5.0.7 it hung in its first run (docs/vmtest.md), and a
-#      hang must cost one bounded check, not hide the suites' results.
+#      hang must cost one bounded check, not hide the suites' results;
+#   6. deb13-osc-native: osc/rdma takes the btl's own RDMA (remote
+#      completion), and the osc program passes on it;
+#   7. deb13-osc-am: with the btl's remote-completion flag taken away,
+#      osc/rdma's active-message emulation over the btl's sends passes too.
 . "$(dirname "$0")/../lib/check.sh"
 . "$VMTEST_LIB/fabric.sh"
 . "$VMTEST_LIB/btl.sh"
@@ -120,9 +124,46 @@ deb_osc() {
         --timeout "$OSC_LIMIT" --env "ROCE_TEST_SCALE=$SCALE" osc
 }
 
+# osc_path NAME WANT [MPIRUN-ARGS...]: the osc program once under pml roce
+# over osc/rdma with osc's verbose output, outside run-suite (whose --strict
+# refuses stderr lines): it must pass on both ranks, and osc/rdma must say it
+# took the path WANT (a regular expression on its verbose lines).
+osc_path() {
+    local name=$1 want=$2 out rc
+    shift 2
+    out=$(as_user timeout -k 5 "$OSC_LIMIT" mpirun --hostfile "$VMTEST_HOSTFILE" -np 2 \
+        -x OMPI_MCA_opal_mca_base_component_path -x ROCE_TEST_SCALE \
+        --mca pml roce --mca btl "$BTL" --mca osc rdma --mca osc_base_verbose 20 "$@" \
+        "$MPI_BIN/osc" 2>&1)
+    rc=$?
+    echo "$out" >"$CHECK_TMP/$name.out"
+    echo "$out" | grep -E 'accelerated_query|alternate btl|^osc:' | sort | uniq -c | sed 's/^/note: /'
+    [ "$rc" = 0 ] || die "osc exited $rc ($([ "$rc" = 124 ] && echo "hung: killed after ${OSC_LIMIT} s"); last lines: $(echo "$out" | tail -n 5 | tr '\n' ' ')"
+    [ "$(echo "$out" | grep -cE "$want")" -ge 2 ] ||
+        die "osc/rdma did not say '$want' on both ranks: $(echo "$out" | grep -E 'accelerated_query|alternate btl' | sort -u | tr '\n' ' ')"
+}
+
+# 5.0's osc/rdma drives a btl's own RDMA only when the btl has remote
+# completion; the btl says so (compat/ompi_series.h), so osc/rdma selects it.
+deb_osc_native() {
+    osc_path deb13-osc-native 'accelerated_query: selected btl: roce'
+}
+
+# Without remote completion (a btl_roce_flags value without it, as a user may
+# set), osc/rdma emulates put, get and atomics with active messages over the
+# btls' sends (btl/base am_rdma), which sends one descriptor again for the
+# next part of a large get: each send must be a new message to the btl (its
+# first run hung on exactly that, docs/vmtest.md).
+deb_osc_am() {
+    osc_path deb13-osc-am 'found alternate btl roce' \
+        --mca btl_roce_flags send,put,get,inplace,atomics,fetching-atomics,rdma-flush
+}
+
 check deb13-env 180 deb_env
 check deb13-mpirun 180 deb_mpirun
 check deb13-pml-roce 900 'deb_suite deb13-pml-roce roce --strict'
 check deb13-ob1-roce 900 'deb_suite deb13-ob1-roce ob1'
 check deb13-osc-rdma $((OSC_LIMIT / VMTEST_TIME_SCALE + 120)) deb_osc
+check deb13-osc-native $((OSC_LIMIT / VMTEST_TIME_SCALE + 120)) deb_osc_native
+check deb13-osc-am $((OSC_LIMIT / VMTEST_TIME_SCALE + 120)) deb_osc_am
 finish
