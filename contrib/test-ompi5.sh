@@ -54,61 +54,35 @@ fi
 jobs=$(nproc 2>/dev/null || echo 2)
 start=$(date +%s)
 part() { printf '\n--> Open MPI 5.0: %s (%ss)\n' "$1" "$(($(date +%s) - start))"; }
-show_failed_logs() {
-    for trs in $(grep -l -r --include='*.trs' -E '^:test-result: (FAIL|ERROR)' "$1"); do
-        printf '\n--- %s\n' "${trs%.trs}.log"
-        tail -n 60 "${trs%.trs}.log"
-    done
-}
+. "$top/contrib/test-tiers.sh"
 . /etc/os-release
 echo "in $PRETTY_NAME: Open MPI $(dpkg-query -W -f='${Version}' libopenmpi-dev)," \
     "$(g++ --version | head -n 1), Catch2 $(dpkg-query -W -f='${Version}' catch2)"
 
 if [ "$1" = --in-root-build-only ] && [ -f "$build/config.status" ]; then
     part "build (incremental: $build is configured)"
-    make -C "$build" -j"$jobs" >"$build/make.log" 2>&1 ||
-        { grep -E 'error|Error' "$build/make.log" | head -30; exit 1; }
+    tier_build
     printf '\n--> Open MPI 5.0: built (%ss)\n' "$(($(date +%s) - start))"
     exit 0
 fi
 
 part "configure"
-# A fresh clone has no configure yet (contrib/test.sh runs autogen.sh first).
-[ -x "$top/configure" ] || (cd "$top" && ./autogen.sh)
-rm -rf "$build"
-mkdir -p "$build"
-cd "$build"
-"$top/configure" --enable-werror --prefix="$build/inst" \
-    --with-ompi-component-dir="$build/inst/lib/ompi-components" >configure.log 2>&1 ||
-    { tail -30 configure.log; exit 1; }
-sed -n '/^ompi-roce .* configured:/,$p' configure.log
+tier_configure
 
 part "build"
-make -j"$jobs" >make.log 2>&1 || { grep -E 'error|Error' make.log | head -30; exit 1; }
+tier_build
 if [ "$1" = --in-root-build-only ]; then
     printf '\n--> Open MPI 5.0: built (%ss)\n' "$(($(date +%s) - start))"
     exit 0
 fi
 
 part "unit tests (make check)"
-rc=0
-make -j"$jobs" check >check.log 2>&1 || rc=$?
-grep -E '^  test_|^# (TOTAL|PASS|FAIL|ERROR)|^(FAIL|ERROR):' check.log || true
-[ $rc = 0 ] || { show_failed_logs .; exit 1; }
+tier_check
 
 part "component checks (make install && make installcheck)"
-make install >install.log 2>&1 || { tail -30 install.log; exit 1; }
-rc=0
-make installcheck >installcheck.log 2>&1 || rc=$?
-grep -E '^(PASS|FAIL|component checks)|^    \|' installcheck.log
-[ $rc = 0 ] || exit 1
+tier_installcheck
 
 part "MPI programs (tests/mpi/run-suite and soak, quick)"
-# OPAL's project-qualified name: 5.0's mpirun hands the plain
-# mca_base_component_path to PMIx too, which warns about our directory
-# (tests/mpi/check-components.sh).
-export OMPI_MCA_opal_mca_base_component_path="$build/inst/lib/ompi-components:SYS_DEFAULT"
-suite() { "$top/tests/mpi/run-suite" --bindir "$build/tests/mpi" --osc sm --quick "$@"; }
 if [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
     echo "note: no RDMA device on this host: btl roce declines (its reason: make installcheck above), so the reference is ob1 over self,sm"
 fi
@@ -116,14 +90,5 @@ fi
 # there as 4.1.4's does (tests/mpi/README.md, known defect 4); pml roce must
 # pass it. Nor manycomm: ob1 announces pml_max_contextid 65535, so Open MPI
 # refuses its 65,533rd communicator; pml roce (2^20 - 1) must pass it.
-suite --np 2 --mca pml ob1 --mca btl self,sm,roce --exclude commfree --exclude manycomm
-suite --np 2 --mca pml roce --mca btl self,sm
-soak() {
-    "$top/tests/mpi/soak" --bindir "$build/tests/mpi" --np "$1" --runs 1 --hang-after 120 \
-        --results "$build/soak-np$1" -- --quick --strict --osc sm --oversubscribe \
-        --mca pml roce --mca btl self,sm ||
-        { cat "$build/soak-np$1"/run-*/suite.out 2>/dev/null; exit 1; }
-}
-soak 4
-soak 8
+tier_mpi sm self,sm,roce --exclude commfree --exclude manycomm
 printf '\n--> Open MPI 5.0: all passed (%ss)\n' "$(($(date +%s) - start))"

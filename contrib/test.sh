@@ -73,65 +73,28 @@ step_times() {
         "$cpu_now" "$rc"
 }
 trap step_times EXIT
-# The end of the log of every test that failed under build directory $1.
-show_failed_logs() {
-    for trs in $(grep -l -r --include='*.trs' -E '^:test-result: (FAIL|ERROR)' "$1"); do
-        printf '\n--- %s\n' "${trs%.trs}.log"
-        tail -n 60 "${trs%.trs}.log"
-    done
-}
+. "$top/contrib/test-tiers.sh"
 
 step "dependencies"
 "$top/contrib/deps.sh" build
 
 step "configure"
-cd "$top"
-./autogen.sh
-rm -rf "$build"
-mkdir -p "$build"
-cd "$build"
-# Components go to a private directory: testing never touches the system's.
-"$top/configure" --enable-werror --prefix="$build/inst" \
-    --with-ompi-component-dir="$build/inst/lib/ompi-components" >configure.log 2>&1 ||
-    { tail -30 configure.log; exit 1; }
-sed -n '/^ompi-roce .* configured:/,$p' configure.log
+(cd "$top" && ./autogen.sh)
+tier_configure # and cd "$build"
 
 step "build"
-make -j"$jobs" >make.log 2>&1 || { grep -E 'error|Error' make.log | head -30; exit 1; }
+tier_build
 
 step "unit tests (make check)"
-rc=0
-make -j"$jobs" check >check.log 2>&1 || rc=$?
-grep -E '^  test_|^# (TOTAL|PASS|FAIL|ERROR)|^(FAIL|ERROR):' check.log || true
-[ $rc = 0 ] || { show_failed_logs .; exit 1; }
+tier_check
 
 step "component checks (make install && make installcheck)"
-make install >install.log 2>&1 || { tail -30 install.log; exit 1; }
-rc=0
-make installcheck >installcheck.log 2>&1 || rc=$?
-grep -E '^(PASS|FAIL|component checks)|^    \|' installcheck.log
-[ $rc = 0 ] || exit 1
+tier_installcheck
 
 step "MPI programs on this host (tests/mpi/run-suite and soak, quick)"
-# OPAL's project-qualified name for the component path (tests/mpi/check-components.sh says why).
-export OMPI_MCA_opal_mca_base_component_path="$build/inst/lib/ompi-components:SYS_DEFAULT"
-suite() { "$top/tests/mpi/run-suite" --bindir "$build/tests/mpi" --osc sm --quick "$@"; }
 # ob1 is the reference, without commfree: ob1 4.1.4 crashes or hangs there
 # (known ob1 defect 4 in tests/mpi/README.md); pml roce must pass it.
-suite --np 2 --mca pml ob1 --mca btl self,vader --exclude commfree
-suite --np 2 --mca pml roce --mca btl self,vader
-# The oversubscribed runs go through the soak (one run each): a program that
-# hangs is stopped after 120 s instead of run-suite's 600, with the stack of
-# every rank in $build/soak-npN/ (docs/testing.md).
-soak() {
-    "$top/tests/mpi/soak" --bindir "$build/tests/mpi" --np "$1" --runs 1 --hang-after 120 \
-        --results "$build/soak-np$1" -- --quick --strict --osc sm --oversubscribe \
-        --mca pml roce --mca btl self,vader ||
-        { cat "$build/soak-np$1"/run-*/suite.out 2>/dev/null; exit 1; }
-}
-soak 4
-soak 8
-unset OMPI_MCA_opal_mca_base_component_path
+tier_mpi vader self,vader --exclude commfree
 
 step "sanitizers and release tarball (make distcheck, configure --enable-sanitizers)"
 rc=0
