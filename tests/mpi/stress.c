@@ -21,11 +21,15 @@
  * the usual "stress: PASS/FAIL" verdict (exit status 0 only without errors).
  *
  * Knobs: ROCE_TEST_SECONDS (run time, default 60 x ROCE_TEST_SCALE, at least
- * 2 s), ROCE_TEST_MAX_BYTES (largest message, default 256K), ROCE_TEST_SCALE.
+ * 2 s), ROCE_TEST_MAX_BYTES (largest message, default 256K), ROCE_TEST_SCALE,
+ * ROCE_TEST_RUN_WHILE (a file: while rank 0 sees it, the run goes on past
+ * ROCE_TEST_SECONDS; a fault test removes it once it has seen what it waits
+ * for, so that a slow fault injection on a loaded host cannot outlast the job).
  */
 #include "mt.h"
 
 #include <sys/time.h>
+#include <unistd.h>
 
 static long long g_max;
 static double g_bytes; /* verified on this rank */
@@ -150,6 +154,9 @@ int main(int argc, char **argv) {
     }
     if (seconds < 2)
         seconds = 2;
+    const char *run_while = getenv("ROCE_TEST_RUN_WHILE");
+    if (run_while && !*run_while)
+        run_while = NULL;
     uint8_t *buf = (uint8_t *)mt_malloc((size_t)g_max);
     size_t cap_iters = 1024, n_iters = 0;
     double *dur = (double *)malloc(sizeof *dur * cap_iters);
@@ -160,6 +167,9 @@ int main(int argc, char **argv) {
         utc_now(utc, sizeof utc);
         printf("stress: %d ranks, %.0f s, messages up to %lld B, start utc=%s\n", mt_size, seconds,
                g_max, utc);
+        if (run_while)
+            printf("stress: runs on while %s exists (%s now)\n", run_while,
+                   access(run_while, F_OK) == 0 ? "it does" : "it does not");
     }
     for (;;) {
         double t0 = MPI_Wtime();
@@ -168,7 +178,8 @@ int main(int argc, char **argv) {
         mt_step("iteration %ld agreement", it);
         long mine[2] = {mt_failures, 0}, all[2];
         if (mt_rank == 0)
-            mine[1] = MPI_Wtime() - t_start >= seconds;
+            mine[1] =
+                MPI_Wtime() - t_start >= seconds && !(run_while && access(run_while, F_OK) == 0);
         MPI_Allreduce(mine, all, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
         errors = all[0];
         it++;

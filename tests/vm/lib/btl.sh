@@ -233,7 +233,7 @@ mpi() {
     local log=$1 v
     local fwd=(-x OMPI_MCA_mca_base_component_path)
     shift
-    for v in ROCE_TEST_SECONDS ROCE_TEST_SCALE ROCE_TEST_MAX_BYTES ROCE_BENCH_REPS ROCE_BENCH_MIN_BYTES ROCE_BENCH_SIZES; do
+    for v in ROCE_TEST_SECONDS ROCE_TEST_RUN_WHILE ROCE_TEST_SCALE ROCE_TEST_MAX_BYTES ROCE_BENCH_REPS ROCE_BENCH_MIN_BYTES ROCE_BENCH_SIZES; do
         [ -n "${!v+set}" ] && fwd+=(-x "$v")
     done
     as_user timeout -k 10 "${MPI_LIMIT:-600}" mpirun "${fwd[@]}" \
@@ -357,7 +357,15 @@ stress_cut() {
     shift 2
     STRESS_LOG=$LOGS/$name
     tx_snapshot "$ev.s0"
-    MPI_LIMIT=$((ROCE_TEST_SECONDS * 4 + 240)) mpi "$STRESS_LOG" "$@" "$MPI_BIN/stress" &
+    # The job runs at least ROCE_TEST_SECONDS, and on while this file exists
+    # (rank 0, on this guest, looks): it goes once the job has run
+    # AFTER_RESTORE stress seconds past the restore, however long a loaded
+    # host took to inject and undo the fault (it took 23 s and 36 s in one CI
+    # run, and the job had ended by the time the restore returned).
+    local run_while=$CHECK_TMP/$name.run-while
+    touch "$run_while" && chmod a+r "$run_while"
+    ROCE_TEST_RUN_WHILE=$run_while MPI_LIMIT=$((ROCE_TEST_SECONDS * 4 + 240)) \
+        mpi "$STRESS_LOG" "$@" "$MPI_BIN/stress" &
     pid=$!
     wait_for 600 "stress t >= $CUT_AT s" t_at_least "$CUT_AT"
     tx_snapshot "$ev.b0"
@@ -381,6 +389,11 @@ stress_cut() {
     rst=$(now_tod)
     note "restored $what at utc $(date -u +%T) (stress t=$(stress_t) s when it returned)"
     kill -0 "$pid" 2>/dev/null && alive=1
+    # Not wait_for: its die would leave the file, and the job running.
+    local until_t end=$((SECONDS + 300 * VMTEST_TIME_SCALE))
+    until_t=$(awk -v t="$(stress_t)" -v a="${AFTER_RESTORE:-20}" 'BEGIN { print t + a }')
+    until t_at_least "$until_t" || [ "$SECONDS" -ge "$end" ]; do sleep 0.2; done
+    rm -f "$run_while"
     wait "$pid"
     rc=$?
     tx_snapshot "$ev.e0"
@@ -406,6 +419,8 @@ stress_cut() {
         die "stress did not pass (exit $rc); logs $STRESS_LOG.{out,err}"
     fi
     grep -q '^stress: .* 0 errors$' "$STRESS_LOG.out" || die "data errors"
+    grep -q '^stress: runs on while .* (it does now)$' "$STRESS_LOG.out" ||
+        die "rank 0 did not see $run_while (not on this guest?): the job's end was not tied to the restore"
     note "$(other_stderr "$STRESS_LOG.err" | grep -c 'warning: path') path-failure warnings on stderr (expected during a pull)"
     relay_lost_note "$STRESS_LOG.err"
     [ -z "$(fault_stderr "$STRESS_LOG.err")" ] || {
