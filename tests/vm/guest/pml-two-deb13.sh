@@ -133,7 +133,7 @@ osc_path() {
     shift 2
     out=$(as_user timeout -k 5 "$OSC_LIMIT" mpirun --hostfile "$VMTEST_HOSTFILE" -np 2 \
         -x OMPI_MCA_opal_mca_base_component_path -x ROCE_TEST_SCALE \
-        --mca pml roce --mca btl "$BTL" --mca osc rdma --mca osc_base_verbose 20 "$@" \
+        --mca pml roce --mca btl "$BTL" --mca osc rdma --mca osc_base_verbose 40 "$@" \
         "$MPI_BIN/osc" 2>&1)
     rc=$?
     echo "$out" >"$CHECK_TMP/$name.out"
