@@ -49,6 +49,12 @@ void check_pairing(BtlFabric &f, size_t i, size_t j) {
     }
 }
 
+void connect_by_first_send(BtlFabric &f) {
+    REQUIRE(f.send(0, 1, msg(0, 1, 0)) == OPAL_SUCCESS);
+    REQUIRE(f.run_until([&] { return f.all_up(0, 1) && f.all_up(1, 0); }));
+    f.run(5);
+}
+
 void teardown(BtlFabric &f) {
     f.advance(3.0); // past the 2 s LAST_WQE_REACHED wait of rxe
     f.run(3);

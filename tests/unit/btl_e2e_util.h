@@ -21,6 +21,10 @@ std::vector<std::string> from(BtlFabric &f, size_t r, size_t s);
 /// Each path up on i towards j is connected to the QP of j's path with the
 /// same index, and that one back to it (Catch checks).
 void check_pairing(BtlFabric &f, size_t i, size_t j);
+/// The first send brings both ends up: message 0 from process 0 to 1
+/// (msg(0, 1, 0)), the fabric run until both endpoints have every path up,
+/// then 5 more rounds, so that the message is delivered (Catch REQUIREs).
+void connect_by_first_send(BtlFabric &f);
 /// Finalizes every process (retired QPs get time to finish) and checks that
 /// nothing of the fake is left, in the right order (Catch checks).
 void teardown(BtlFabric &f);

@@ -92,9 +92,7 @@ TEST_CASE("btl e2e: the receive buffers of one progress call go back to the SRQ 
     o.fixture = "rxe_bond";
     BtlFabric f(o);
     f.add_all();
-    REQUIRE(f.send(0, 1, msg(0, 1, 0)) == OPAL_SUCCESS);
-    REQUIRE(f.run_until([&] { return f.all_up(0, 1) && f.all_up(1, 0); }));
-    f.run(5);
+    connect_by_first_send(f);
     REQUIRE(f.procs[1]->received.size() == 1);
     // Eight fragments wait in process 1's CQ; one progress call hands them
     // to the PML and reposts their eight buffers in one ibv_post_srq_recv.
@@ -435,9 +433,7 @@ TEST_CASE("btl e2e: a descriptor its caller owns, sent again after its completio
         o.fixture = fx;
         BtlFabric f(o);
         f.add_all();
-        REQUIRE(f.send(0, 1, msg(0, 1, 0)) == OPAL_SUCCESS);
-        REQUIRE(f.run_until([&] { return f.all_up(0, 1) && f.all_up(1, 0); }));
-        f.run(5);
+        connect_by_first_send(f);
         REQUIRE(f.procs[1]->received.size() == 1);
         mca_btl_base_module_t *b = f.procs[0]->btl();
         mca_btl_base_endpoint_t *e = f.procs[0]->eps[1];
@@ -475,9 +471,7 @@ TEST_CASE("btl e2e: credits run out, sends wait, credit-only messages bring them
     o.tweak = [](btl::ModuleConfig &c) { c.num_paths = 1; };
     BtlFabric f(o);
     f.add_all();
-    REQUIRE(f.send(0, 1, msg(0, 1, 0)) == OPAL_SUCCESS);
-    REQUIRE(f.run_until([&] { return f.all_up(0, 1) && f.all_up(1, 0); }));
-    f.run(5);
+    connect_by_first_send(f);
     REQUIRE(from(f, 1, 0).size() == 1);
     const btl::Path &p = f.ep(0, 1).path_at(0);
     const btl::Path &q = f.ep(1, 0).path_at(0);
@@ -559,9 +553,7 @@ TEST_CASE("btl e2e: a path fails with sends and RDMA in flight: no loss, no dupl
         o.credits = 16;
         BtlFabric f(o);
         f.add_all();
-        REQUIRE(f.send(0, 1, msg(0, 1, 0)) == OPAL_SUCCESS);
-        REQUIRE(f.run_until([&] { return f.all_up(0, 1) && f.all_up(1, 0); }));
-        f.run(5);
+        connect_by_first_send(f);
         REQUIRE(f.ep(0, 1).path_count() == 2);
 
         // Memory for a put (p0 -> p1) and a get (p1 -> p0), 64 KiB each.

@@ -63,9 +63,7 @@ TEST_CASE("btl status: out of credits, sendi is kResourceExhausted inside and "
     o.tweak = [](btl::ModuleConfig &c) { c.num_paths = 1; };
     BtlFabric f(o);
     f.add_all();
-    REQUIRE(f.send(0, 1, msg(0, 1, 0)) == OPAL_SUCCESS);
-    REQUIRE(f.run_until([&] { return f.all_up(0, 1) && f.all_up(1, 0); }));
-    f.run(5);
+    connect_by_first_send(f);
     REQUIRE(f.procs[1]->received.size() == 1);
 
     mca_btl_base_module_t *b = f.procs[0]->btl();
