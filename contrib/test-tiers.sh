@@ -55,6 +55,9 @@ tier_installcheck() {
     [ $rc = 0 ] || exit 1
 }
 
+# run-suite over the installed components' build, quick mode, osc sm.
+tier_suite() { "$top/tests/mpi/run-suite" --bindir "$build/tests/mpi" --osc sm --quick "$@"; }
+
 # 3. the MPI programs with the installed components, quick mode, osc sm:
 # tier_mpi SM_BTL OB1_BTLS [RUN-SUITE-ARGS FOR OB1...]
 #   SM_BTL    Open MPI's shared-memory btl (vader on 4.1, sm on 5.0)
@@ -71,10 +74,8 @@ tier_mpi() {
     # directory (tests/mpi/check-components.sh); 4.1 reads it as well.
     OMPI_MCA_opal_mca_base_component_path="$build/inst/lib/ompi-components:SYS_DEFAULT"
     export OMPI_MCA_opal_mca_base_component_path
-    "$top/tests/mpi/run-suite" --bindir "$build/tests/mpi" --osc sm --quick \
-        --np 2 --mca pml ob1 --mca btl "$ob1_btls" "$@"
-    "$top/tests/mpi/run-suite" --bindir "$build/tests/mpi" --osc sm --quick \
-        --np 2 --mca pml roce --mca btl "self,$sm"
+    tier_suite --np 2 --mca pml ob1 --mca btl "$ob1_btls" "$@"
+    tier_suite --np 2 --mca pml roce --mca btl "self,$sm"
     for np in 4 8; do
         "$top/tests/mpi/soak" --bindir "$build/tests/mpi" --np "$np" --runs 1 --hang-after 120 \
             --results "$build/soak-np$np" -- --quick --strict --osc sm --oversubscribe \
