@@ -364,6 +364,9 @@ stress_cut() {
     # run, and the job had ended by the time the restore returned).
     local run_while=$CHECK_TMP/$name.run-while
     touch "$run_while" && chmod a+r "$run_while"
+    # A die before the restore (each check is its own bash) must not leave the
+    # job running on until its MPI_LIMIT.
+    trap 'rm -f "$run_while"' EXIT
     ROCE_TEST_RUN_WHILE=$run_while MPI_LIMIT=$((ROCE_TEST_SECONDS * 4 + 240)) \
         mpi "$STRESS_LOG" "$@" "$MPI_BIN/stress" &
     pid=$!
@@ -394,6 +397,7 @@ stress_cut() {
     until_t=$(awk -v t="$(stress_t)" -v a="${AFTER_RESTORE:-20}" 'BEGIN { print t + a }')
     until t_at_least "$until_t" || [ "$SECONDS" -ge "$end" ]; do sleep 0.2; done
     rm -f "$run_while"
+    trap - EXIT
     wait "$pid"
     rc=$?
     tx_snapshot "$ev.e0"
