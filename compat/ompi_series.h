@@ -70,7 +70,10 @@
  * responder's ACK arrives, after the responder placed the data, and an atomic
  * when its response arrives: the btl has that semantics on both series. 5.0's
  * osc/rdma uses a btl's own RDMA only when the btl says so; without the flag it
- * emulates put/get/atomics with active messages over the btls' sends. */
+ * emulates put/get/atomics with active messages over the btls' sends. The
+ * module adds it to the registered btl_roce_flags (btl::module_flags): 5.0.7's
+ * flag enumerator has no name for it, so ompi_info could not print a value
+ * holding it. */
 #if ROCE_OMPI_SERIES == 41
 #define ROCE_BTL_FLAGS_REMOTE_COMPLETION 0
 #else

@@ -186,6 +186,13 @@ void install_function_table(mca_btl_base_module_t &t) {
 
 } // namespace
 
+uint32_t module_flags(uint32_t registered) {
+    const uint32_t rdma_or_atomics =
+        MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_ATOMIC_OPS | MCA_BTL_FLAGS_ATOMIC_FOPS;
+    return (registered & rdma_or_atomics) != 0 ? registered | ROCE_BTL_FLAGS_REMOTE_COMPLETION
+                                               : registered;
+}
+
 void btl_defaults(mca_btl_base_module_t &t, mca_btl_base_component_t *component) {
     t = mca_btl_base_module_t{};
     t.btl_component = component;
@@ -200,8 +207,7 @@ void btl_defaults(mca_btl_base_module_t &t, mca_btl_base_component_t *component)
     t.btl_bandwidth = kDefaultBandwidth;
     t.btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET |
                   MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_ATOMIC_OPS |
-                  MCA_BTL_FLAGS_ATOMIC_FOPS | MCA_BTL_FLAGS_RDMA_FLUSH |
-                  ROCE_BTL_FLAGS_REMOTE_COMPLETION;
+                  MCA_BTL_FLAGS_ATOMIC_FOPS | MCA_BTL_FLAGS_RDMA_FLUSH;
     t.btl_atomic_flags = MCA_BTL_ATOMIC_SUPPORTS_ADD | MCA_BTL_ATOMIC_SUPPORTS_CSWAP;
     t.btl_registration_handle_size = sizeof(mca_btl_base_registration_handle_t);
     t.btl_get_limit = 1u << 30;
@@ -261,6 +267,7 @@ Module::Module(const PortPlan &plan, const ModuleConfig &cfg, ModuleEnv env,
                util::LogSink &log)
     : plan_(plan), cfg_(cfg), log_(log), env_(std::move(env)) {
     c_.super = cfg.btl;
+    c_.super.btl_flags = module_flags(c_.super.btl_flags);
     install_function_table(c_.super);
     c_.impl = this;
     if (!env_.clock) {

@@ -97,6 +97,15 @@ inline constexpr uint32_t kDefaultBandwidth = 25000;
 /// rendezvous and for osc/rdma.
 void btl_defaults(mca_btl_base_module_t &t, mca_btl_base_component_t *component);
 
+/// A module's btl_flags from the registered btl_roce_flags value: the same,
+/// plus remote completion of RDMA (ROCE_BTL_FLAGS_REMOTE_COMPLETION, 5.0's
+/// MCA_BTL_FLAGS_RDMA_REMOTE_COMPLETION, 0 under 4.1) when put or the
+/// atomics are left. That flag is not among the registered defaults because
+/// Open MPI's flag enumerator has no name for it: with it in the value,
+/// ompi_info would print btl_roce_flags as empty. So a user who wants 5.0's
+/// osc/rdma off the btl's RDMA takes fetching-atomics out of btl_roce_flags.
+uint32_t module_flags(uint32_t registered);
+
 /// Who this process is, the same for every module (the component learns it
 /// from Open MPI and the kernel).
 struct ProcessInfo {

@@ -11,6 +11,7 @@
 #include "btl_e2e_util.h"
 #include "btl_fabric.h"
 #include "catch.h"
+#include "ompi_series.h"
 #include "util/strings.h"
 
 using namespace roce;
@@ -27,6 +28,10 @@ TEST_CASE("btl e2e: lazy connect on first send, both directions, every path pair
         o.fixture = fx;
         BtlFabric f(o);
         f.add_all();
+        // The module adds remote completion (5.0) to the registered flags.
+        CHECK(f.procs[0]->btl()->btl_flags == btl::module_flags(f.procs[0]->btl()->btl_flags));
+        CHECK((f.procs[0]->btl()->btl_flags & ROCE_BTL_FLAGS_REMOTE_COMPLETION) ==
+              ROCE_BTL_FLAGS_REMOTE_COMPLETION);
         CHECK(f.ep(0, 1).state == btl::EpState::kClosed); // nothing before first use
         CHECK(f.fake.datagrams().empty());
         REQUIRE(f.send(0, 1, msg(0, 1, 0)) == OPAL_SUCCESS);

@@ -149,14 +149,15 @@ deb_osc_native() {
     osc_path deb13-osc-native 'accelerated_query: selected btl: roce'
 }
 
-# Without remote completion (a btl_roce_flags value without it, as a user may
-# set), osc/rdma emulates put, get and atomics with active messages over the
-# btls' sends (btl/base am_rdma), which sends one descriptor again for the
-# next part of a large get: each send must be a new message to the btl (its
-# first run hung on exactly that, docs/vmtest.md).
+# Without fetching atomics (a btl_roce_flags value without them, as a user may
+# set), no btl qualifies as "accelerated" and osc/rdma emulates put, get and
+# atomics with active messages over the btls' sends (btl/base am_rdma), which
+# sends one descriptor again for the next part of a large get: each send must
+# be a new message to the btl (its first run hung on exactly that,
+# docs/vmtest.md).
 deb_osc_am() {
     osc_path deb13-osc-am 'found alternate btl roce' \
-        --mca btl_roce_flags send,put,get,inplace,atomics,fetching-atomics,rdma-flush
+        --mca btl_roce_flags send,put,get,inplace,atomics,rdma-flush
 }
 
 check deb13-env 180 deb_env
