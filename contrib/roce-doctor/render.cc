@@ -420,8 +420,12 @@ std::string render_text(const Report &r) {
             o << "  nothing to check: no port has a selection\n";
         }
         for (const auto &c : r.checks) {
-            o << util::format("  %s:%d %s: %s - %s\n", c.device.c_str(), c.port,
-                              qp::to_string(c.outcome.type), c.outcome.passed ? "pass" : "FAIL",
+            // A skipped check's detail is "SKIP: <why>" (qp/check.h).
+            o << util::format("  %s:%d %s: %s%s\n", c.device.c_str(), c.port,
+                              qp::to_string(c.outcome.type),
+                              c.outcome.skipped  ? ""
+                              : c.outcome.passed ? "pass - "
+                                                 : "FAIL - ",
                               c.outcome.detail.c_str());
         }
     }
@@ -473,6 +477,7 @@ Json render_json(const Report &r) {
             cj["port"] = c.port;
             cj["type"] = qp::to_string(c.outcome.type);
             cj["passed"] = c.outcome.passed;
+            cj["skipped"] = c.outcome.skipped;
             cj["detail"] = c.outcome.detail;
             checks.push(std::move(cj));
         }

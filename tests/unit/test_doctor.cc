@@ -192,8 +192,32 @@ TEST_CASE("roce-doctor: --check runs the transitions on the live device", "[doct
                                         "ok"));
         CHECK_THAT(r.out, contains_text("mlx5_bond_0:1 RC: pass - RESET->INIT->RTR->RTS "
                                         "ok"));
+        // mlx5 DC: a DC target and a DC initiator, each through preflight.
+        CHECK_THAT(r.out, contains_text("mlx5_bond_0:1 DCT: pass - RESET->INIT->RTR ok (DCT 0x"));
+        CHECK_THAT(r.out, contains_text("mlx5_bond_0:1 DCI: pass - RESET->INIT->RTR->RTS ok "
+                                        "(DCI 0x"));
         // Live: active MTU and the LAG ports come from verbs.
         CHECK_THAT(r.out, contains_text("active MTU 4096"));
+    }
+    {
+        // Soft-RoCE: the DC rows say SKIP and why, and do not fail the check.
+        Machine m("rxe_bond");
+        Run r = doctor_run({"--check"}, m.env());
+        CHECK(r.status == 0);
+        CHECK_THAT(r.out, contains_text("rxe_bond0:1 RC: pass - "));
+        CHECK_THAT(r.out, contains_text("\n  rxe_bond0:1 DCT: SKIP: rxe_bond0 is not an mlx5 "
+                                        "device: DC needs mlx5 direct verbs\n"));
+        CHECK_THAT(r.out, contains_text("\n  rxe_bond0:1 DCI: SKIP: rxe_bond0 is not an mlx5 "
+                                        "device: DC needs mlx5 direct verbs\n"));
+        Run j = doctor_run({"--check", "--json"}, m.env());
+        CHECK(j.status == 0);
+        Json doc = parse(j);
+        const auto &checks = doc.find("checks")->items();
+        REQUIRE(checks.size() == 4);
+        CHECK(checks[2].find("type")->as_string() == "DCT");
+        CHECK(checks[2].find("skipped")->as_bool());
+        CHECK_FALSE(checks[2].find("passed")->as_bool());
+        CHECK_FALSE(checks[1].find("skipped")->as_bool());
     }
     {
         Machine m("mlx5_lag");
@@ -202,9 +226,11 @@ TEST_CASE("roce-doctor: --check runs the transitions on the live device", "[doct
         CHECK(r.status == 1);
         Json j = parse(r);
         const auto &checks = j.find("checks")->items();
-        REQUIRE(checks.size() == 2);
+        REQUIRE(checks.size() == 4); // UD, RC, DCT, DCI
         CHECK(checks[0].find("passed")->as_bool());
         CHECK_FALSE(checks[1].find("passed")->as_bool());
+        CHECK(checks[2].find("passed")->as_bool());
+        CHECK(checks[3].find("passed")->as_bool());
         CHECK_THAT(checks[1].find("detail")->as_string(),
                    Catch::Matchers::StartsWith("ibv_modify_qp(RC, RESET->INIT) on mlx5_bond_0:1 "
                                                "pkey_index 0 (0xffff) gid[3] ::ffff:198.18.0.11 "
