@@ -42,6 +42,10 @@ typedef struct mca_btl_roce_params_t {
     int lag_policy;
     int num_paths;
     bool netmon;
+    /* RC or DC (proto/transport.h) */
+    int transport;
+    int dc_peer_threshold;
+    int dc_dcis;
 } mca_btl_roce_params_t;
 
 typedef struct mca_btl_roce_component_t {

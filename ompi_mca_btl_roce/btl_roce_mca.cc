@@ -10,6 +10,7 @@
 #include "btl_roce_pvars.h"
 #include "util/params.h"
 #include "util/strings.h"
+#include "proto/transport.h"
 #include "proto/wire.h"
 
 #include <algorithm>
@@ -200,6 +201,33 @@ int register_params() noexcept {
             "(or where netlink is refused) the same is found out from failed operations.",
             MCA_BASE_VAR_TYPE_BOOL, nullptr, OPAL_INFO_LVL_4, &p.netmon);
 
+        static const mca_base_var_enum_value_t kTransports[] = {
+            {0, "auto"}, {1, "rc"}, {2, "dc"}, {0, nullptr}};
+        mca_base_var_enum_t *transports = make_enum("btl_roce_transports", kTransports);
+        p.transport = static_cast<int>(TransportMode::kAuto);
+        reg("transport",
+            "What carries the data: auto (DC when the job has more peers than "
+            "btl_roce_dc_peer_threshold and the device runs mlx5 DC, else RC), rc (reliable "
+            "connections: a connection and a queue pair per peer and path) or dc (mlx5's "
+            "Dynamically Connected transport: one DC target and btl_roce_dc_dcis initiators per "
+            "port, whatever the number of peers; on a device without DC a warning and RC). Two "
+            "processes use DC between them only when both chose it. This build has no DC data "
+            "path yet: where the choice is DC, btl_roce_verbose 10 (with dc: a warning) says so "
+            "and RC carries the data.",
+            MCA_BASE_VAR_TYPE_INT, transports, OPAL_INFO_LVL_3, &p.transport);
+        release_enum(transports);
+        p.dc_peer_threshold = static_cast<int>(kDefaultDcPeerThreshold);
+        reg("dc_peer_threshold",
+            "With btl_roce_transport = auto: DC when the job has more peers (processes - 1) "
+            "than this (0..16777216). Below it RC is cheaper per message and its queue pairs "
+            "still fit; above it RC's memory grows with every peer and DC's does not.",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_4, &p.dc_peer_threshold);
+        p.dc_dcis = static_cast<int>(kDefaultDcis);
+        reg("dc_dcis",
+            "DC initiators (send queues) per port when DC is used (1..64): how many peers this "
+            "process sends to in parallel; each peer's traffic stays on one of them, in order.",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.dc_dcis);
+
         // The generic btl_roce_{exclusivity,eager_limit,max_send_size,
         // rdma_pipeline_*,...} parameters, over the btl's defaults.
         btl_defaults(g_generic, &mca_btl_roce_component.super);
@@ -248,6 +276,10 @@ util::Result<ModuleConfig> validated_module_config() {
             return s;
         }
     }
+    auto transport = parse_transport(p.transport, p.dc_peer_threshold, p.dc_dcis);
+    if (!transport) {
+        return transport.status();
+    }
     const mca_btl_base_module_t &t = g_generic;
     util::Status s = util::check_range("btl_roce_max_send_size",
                                        static_cast<int64_t>(t.btl_max_send_size), 1024,
@@ -282,6 +314,7 @@ util::Result<ModuleConfig> validated_module_config() {
     c.connect_timeout_s = p.connect_timeout;
     c.lag_policy = static_cast<LagPolicy>(p.lag_policy);
     c.num_paths = static_cast<unsigned>(p.num_paths);
+    c.transport = transport.value();
     // The receiver's duplicate window must exceed what can be in flight.
     c.seq_span = std::max<uint32_t>(8192, 4 * c.credits_per_peer * 16);
     return c;

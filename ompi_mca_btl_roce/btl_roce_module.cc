@@ -14,6 +14,7 @@
 #include "btl_roce_log.h"
 #include "ompi_series.h"
 #include "select/rail_speed.h"
+#include "verbs/dc_support.h"
 #include "util/strings.h"
 
 namespace roce::btl {
@@ -261,6 +262,29 @@ void derive_speed(mca_btl_base_module_t &b, const PortPlan &plan, const ModuleCo
                                            : "the default, the same on every rail"));
 }
 
+// RC or DC for this port (proto/transport.h), logged once. The device is
+// asked (a DC target created and destroyed on its own PD) only when the
+// parameters and the job size would pick DC.
+TransportChoice decide_transport(const ModuleConfig &cfg, const ProcessInfo &who,
+                                 const verbs::VerbsApi &api, const Device &dev,
+                                 const std::string &rail, util::LogSink &log) {
+    TransportChoice c = choose_transport(cfg.transport, who.job_size, rail, [&] {
+        verbs::DcSupport s = verbs::query_dc_support(api, dev.context(), dev.name());
+        return DcCapability{s.supported, s.reason};
+    });
+    if (c.dc) {
+        // The btl's DC data path (a DCT and DCIs in the module, sends, RDMA
+        // and atomics over them) is not written yet: RC, said in the same
+        // line, and no DC target published, so that peers choose RC too.
+        c.dc = false;
+        c.refused = cfg.transport.mode == TransportMode::kDc;
+        c.why += "; but this build of the roce BTL carries data over RC only (its DC data path "
+                 "is not written yet, issue 19): using RC";
+    }
+    log.write(c.refused ? util::LogLevel::kWarn : util::LogLevel::kInfo, "transport " + c.why);
+    return c;
+}
+
 } // namespace
 
 Module::Module(const PortPlan &plan, const ModuleConfig &cfg, ModuleEnv env,
@@ -291,6 +315,8 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
     }
     m->dev_ = std::move(dev.value());
     derive_speed(m->c_.super, plan, cfg, *m->env_.verbs, m->dev_->context(), log);
+    m->transport_ =
+        decide_transport(cfg, m->env_.who, *m->env_.verbs, *m->dev_, m->rail_name_, log);
     RetirementConfig rc;
     rc.cq_entries = static_cast<uint32_t>(m->dev_->cq()->cqe);
     m->retirement_ = std::make_unique<Retirement>(log, rc);

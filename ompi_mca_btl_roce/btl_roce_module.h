@@ -24,6 +24,7 @@
 #include "counters.h"
 #include "data/data_path.h"
 #include "proto/lag.h"
+#include "proto/transport.h"
 #include "rails.h"
 #include "netmon/event_queue.h"
 #include "util/log.h"
@@ -62,6 +63,9 @@ struct ModuleConfig {
     uint32_t max_rdma_ops = 256;
     LagPolicy lag_policy = LagPolicy::kAuto;
     unsigned num_paths = 0;          ///< 0: one per LAG member
+    /// RC or DC (btl_roce_transport, btl_roce_dc_peer_threshold,
+    /// btl_roce_dc_dcis): decided per module at create (Module::transport()).
+    TransportConfig transport;
     size_t stripe_min = 256 * 1024;  ///< RDMA at least this large is striped over the paths
     /// Reads and writes larger than this are posted in chunks of at most this
     /// size (or size/64, if larger), at most chunks_per_path of them in flight
@@ -232,6 +236,17 @@ public:
     void set_port_index(uint16_t i);
     /// "device:port", for messages of other rails (immutable).
     const std::string &rail_name() const { return rail_name_; }
+    /// The transport this module carries data with, decided once at create
+    /// (proto/transport.h: choose_transport on cfg.transport, the job size
+    /// and the device's DC capability, asked through
+    /// verbs::query_dc_support only when the parameters would pick DC) and
+    /// logged: at info level (btl_roce_verbose 10), or as a warning when
+    /// btl_roce_transport = dc is not honoured. This build has no DC data
+    /// path yet (issue 19): where the choice comes out DC, the module says
+    /// so in that line and uses RC, publishing no DC target - so every peer
+    /// sees RC (dc_with_peer is false towards it) and both ends agree.
+    /// Immutable after create.
+    const TransportChoice &transport() const { return transport_; }
 
     // --- a lost rail (btl_roce_rails.cc; docs/architecture.md, "Losing a
     // rail"). Called by a sibling module, without any module lock held. ----
@@ -413,6 +428,7 @@ private:
     double readdress_at_ = 0;       ///< > 0: choose addresses again at this time
 
     std::string rail_name_;         ///< "device:port"
+    TransportChoice transport_;     ///< RC or DC, and why (immutable after create)
     /// Endpoints that were connected and have no live path now: their
     /// waiting sends go over a sibling rail (reroute) until a path is back.
     /// `announced`: the warning naming the sibling was written.

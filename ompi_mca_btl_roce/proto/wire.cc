@@ -143,6 +143,10 @@ std::vector<uint8_t> encode(const ModexAddress &m) {
         w.u8(p.flags);
         w.u32(p.ud_qpn);
         w.u32(p.qkey);
+        if ((p.flags & kPortFlagDct) != 0) {
+            w.u32(p.dct_number);
+            w.u64(p.dc_key);
+        }
         size_t n = p.gids.size() < kMaxGidsPerPort ? p.gids.size() : kMaxGidsPerPort;
         w.u8(static_cast<uint8_t>(n));
         for (size_t i = 0; i < n; ++i) {
@@ -198,6 +202,21 @@ Result<ModexAddress> parse_modex(const uint8_t *data, size_t len) {
                                 "LAG members %u, path MTU enum %u, UD QPN 0x%x)",
                                 i, util::printable(p.device).c_str(), p.port, p.lag_members,
                                 p.path_mtu, p.ud_qpn));
+        }
+        if (r.ok() && (p.flags & ~kPortFlagsKnown) != 0) {
+            r.fail(util::format("roce modex address: port %u of %s has unknown flags 0x%02x "
+                                "(a newer ompi-roce in the same job?)",
+                                i, util::printable(p.device).c_str(), p.flags));
+        }
+        if (r.ok() && (p.flags & kPortFlagDct) != 0) {
+            p.dct_number = r.u32("dct number");
+            p.dc_key = r.u64("dc access key");
+            if (r.ok() && (p.dct_number == 0 || p.dct_number > 0xffffffu || p.dc_key == 0)) {
+                r.fail(util::format("roce modex address: port %u of %s advertises a DC target "
+                                    "out of range (DCT number 0x%x, %s key)",
+                                    i, util::printable(p.device).c_str(), p.dct_number,
+                                    p.dc_key == 0 ? "no" : "a"));
+            }
         }
         uint8_t ngids = r.u8("gid count");
         if (ngids > kMaxGidsPerPort) {

@@ -46,26 +46,40 @@ struct GidAdvert {
     }
 };
 
+/// PortAdvert::flags: the port has a DC target (mlx5 DC, proto/transport.h)
+/// that peers choosing DC send to; its number and access key follow the
+/// qkey in the encoding.
+inline constexpr uint8_t kPortFlagDct = 0x01;
+/// Every flag this build knows; a parser refuses the others.
+inline constexpr uint8_t kPortFlagsKnown = kPortFlagDct;
+
 /// What a process publishes for one of its RoCE ports.
 struct PortAdvert {
     std::string device;     ///< rdma-core name, for diagnostics
     uint8_t port = 0;
     uint8_t lag_members = 1;
     uint8_t path_mtu = 0;   ///< ibv_mtu enum value
-    uint8_t flags = 0;
+    uint8_t flags = 0;      ///< kPortFlag*
     uint32_t ud_qpn = 0;
     uint32_t qkey = 0;
+    /// With kPortFlagDct only (0 otherwise): the DCT number (24 bits, not 0)
+    /// and its DC access key (not 0), encoded after the qkey.
+    uint32_t dct_number = 0;
+    uint64_t dc_key = 0;
     std::vector<GidAdvert> gids;
     bool operator==(const PortAdvert &o) const {
         return device == o.device && port == o.port && lag_members == o.lag_members &&
-               path_mtu == o.path_mtu && flags == o.flags && ud_qpn == o.ud_qpn &&
-               qkey == o.qkey && gids == o.gids;
+               path_mtu == o.path_mtu && flags == o.flags && ud_qpn == o.ud_qpn && qkey == o.qkey &&
+               dct_number == o.dct_number && dc_key == o.dc_key && gids == o.gids;
     }
 };
 
 /// The modex blob: all ports of one process. Parsed ports are in range:
 /// port 1..255, lag_members 1..kMaxLagMembers, path_mtu an ibv_mtu (1..5),
-/// ud_qpn a 24-bit QPN other than 0 and 1.
+/// ud_qpn a 24-bit QPN other than 0 and 1, flags within kPortFlagsKnown,
+/// and with kPortFlagDct a 24-bit DCT number other than 0 and a key other
+/// than 0 (without it both are 0: the encoder writes them only with the
+/// flag).
 struct ModexAddress {
     /// The process's connection token: every CM message to this process
     /// must carry it, and every CM message from it does (see CmMessage).

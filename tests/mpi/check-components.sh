@@ -37,7 +37,8 @@ grep -q 'MCA pml: roce' "$work/info" && ok "ompi_info lists MCA pml: roce" || ba
 if grep -q 'MCA btl: sm ' "$work/info"; then shm=sm; else shm=vader; fi
 
 ompi_info --param btl roce --level 9 >"$work/btlp" 2>&1
-for p in if_include if_exclude gid_index roce_version address_family qkey verbose; do
+for p in if_include if_exclude gid_index roce_version address_family qkey verbose transport \
+    dc_peer_threshold dc_dcis; do
     grep -q "\"btl_roce_$p\"" "$work/btlp" || { bad "btl_roce_$p not shown by ompi_info" "$work/btlp"; continue; }
     ok "ompi_info --param btl roce shows btl_roce_$p"
 done

@@ -51,6 +51,9 @@ std::vector<std::string> sorted(std::vector<std::string> v) {
 
 BtlFabric::BtlFabric(FabricOptions o) : fake(fixture(o.fixture)) {
     fake.set_wire(true);
+    if (o.setup) {
+        o.setup(fake);
+    }
     const char *name = o.fixture;
     topo::CacheSources src;
     src.netdevs = [name]() -> util::Result<std::vector<topo::NetdevInfo>> {

@@ -64,6 +64,9 @@ struct FabricOptions {
     double cache_max_age_s = 0;
     bool monitored = false;
     std::function<void(btl::ModuleConfig &)> tweak;
+    /// Edits the fake machine before any module is created (e.g. an mlx5
+    /// device whose firmware has DC off).
+    std::function<void(FakeVerbs &)> setup;
     /// One module per port the policy plans (every rail of the machine), not
     /// just the first; each process publishes them all, in plan order.
     bool all_rails = false;
