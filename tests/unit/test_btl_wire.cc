@@ -218,6 +218,14 @@ TEST_CASE("wire: randomized fuzzing never crashes and never accepts garbage sile
     rej.type = CmType::kReject;
     rej.text = "x";
     seeds.push_back(encode(rej));
+    // A port with a DC target (issue 19): the fields behind kPortFlagDct.
+    {
+        ModexAddress dc = sample_modex();
+        dc.ports[0].flags = kPortFlagDct;
+        dc.ports[0].dct_number = 0x4321;
+        dc.ports[0].dc_key = 0x1122334455667788ULL;
+        seeds.push_back(encode(dc));
+    }
     // A forwarded send (issue 16): its ForwardHeader and 5 payload bytes.
     {
         ForwardHeader fw;
@@ -232,6 +240,7 @@ TEST_CASE("wire: randomized fuzzing never crashes and never accepts garbage sile
     }
     size_t accepted = 0;
     size_t forwards = 0;
+    size_t dc_ports = 0;
     for (int iter = 0; iter < 200000; ++iter) {
         std::vector<uint8_t> b = seeds[rng() % seeds.size()];
         int mutations = 1 + static_cast<int>(rng() % 4);
@@ -280,11 +289,20 @@ TEST_CASE("wire: randomized fuzzing never crashes and never accepts garbage sile
         if (mx) {
             auto again = encode(*mx);
             REQUIRE(again == b);
+            for (const auto &p : mx->ports) {
+                if ((p.flags & kPortFlagDct) != 0) {
+                    ++dc_ports;
+                    REQUIRE(p.dct_number != 0);
+                    REQUIRE(p.dct_number <= 0xffffffu);
+                    REQUIRE(p.dc_key != 0);
+                }
+            }
         }
         (void)fh;
     }
     CHECK(accepted > 0); // the mutator leaves some messages valid (e.g. one changed GID)
     CHECK(forwards > 0); // and some forwarded headers (a changed tag, sequence number)
+    CHECK(dc_ports > 0); // and some ports with a DC target (a changed GID or key byte)
 }
 
 TEST_CASE("wire: forwarded fragment header round trip and every refusal", "[btl][wire]") {
