@@ -262,27 +262,33 @@ void derive_speed(mca_btl_base_module_t &b, const PortPlan &plan, const ModuleCo
                                            : "the default, the same on every rail"));
 }
 
-// RC or DC for this port (proto/transport.h), logged once. The device is
-// asked (a DC target created and destroyed on its own PD) only when the
-// parameters and the job size would pick DC.
+// RC or DC for this port (proto/transport.h). The device is asked (a DC
+// target created and destroyed on its own PD) only when the parameters and
+// the job size would pick DC.
 TransportChoice decide_transport(const ModuleConfig &cfg, const ProcessInfo &who,
                                  const verbs::VerbsApi &api, const Device &dev,
-                                 const std::string &rail, util::LogSink &log) {
-    TransportChoice c = choose_transport(cfg.transport, who.job_size, rail, [&] {
+                                 const std::string &rail) {
+    return choose_transport(cfg.transport, who.job_size, rail, [&] {
         verbs::DcSupport s = verbs::query_dc_support(api, dev.context(), dev.name());
         return DcCapability{s.supported, s.reason};
     });
-    if (c.dc) {
-        // The btl's DC data path (a DCT and DCIs in the module, sends, RDMA
-        // and atomics over them) is not written yet: RC, said in the same
-        // line, and no DC target published, so that peers choose RC too.
-        c.dc = false;
-        c.refused = cfg.transport.mode == TransportMode::kDc;
-        c.why += "; but this build of the roce BTL carries data over RC only (its DC data path "
-                 "is not written yet, issue 19): using RC";
-    }
-    log.write(c.refused ? util::LogLevel::kWarn : util::LogLevel::kInfo, "transport " + c.why);
-    return c;
+}
+
+// The DC queues of a port that chose DC, made with the module's RC retry
+// and RDMA-atomic values.
+Result<std::unique_ptr<DcResources>> make_dc(const ModuleConfig &cfg, const PortPlan &plan,
+                                             const ModuleEnv &env, Device &dev,
+                                             util::LogSink &log) {
+    DcResourcesConfig dc;
+    dc.dcis = cfg.transport.dc_dcis;
+    dc.caps.max_send_wr = cfg.device.sq_depth;
+    dc.dci_params.timeout = static_cast<uint8_t>(cfg.ack_timeout);
+    dc.dci_params.retry_cnt = static_cast<uint8_t>(cfg.retry_count);
+    dc.dci_params.rnr_retry = static_cast<uint8_t>(cfg.rnr_retry);
+    int init_rd = dev.attr().max_qp_init_rd_atom > 16 ? 16 : dev.attr().max_qp_init_rd_atom;
+    dc.dci_params.max_rd_atomic = static_cast<uint8_t>(init_rd > 0 ? init_rd : 1);
+    return DcResources::create(*env.verbs, dev, plan.selection, env.snapshots, plan.privileged, dc,
+                               log);
 }
 
 } // namespace
@@ -315,8 +321,31 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
     }
     m->dev_ = std::move(dev.value());
     derive_speed(m->c_.super, plan, cfg, *m->env_.verbs, m->dev_->context(), log);
-    m->transport_ =
-        decide_transport(cfg, m->env_.who, *m->env_.verbs, *m->dev_, m->rail_name_, log);
+    m->transport_ = decide_transport(cfg, m->env_.who, *m->env_.verbs, *m->dev_, m->rail_name_);
+    TransportChoice &tc = m->transport_;
+    if (tc.dc) {
+        // Made now, before anyone reads advert(): the DCT's number exists
+        // only from RTR on.
+        auto dc = make_dc(cfg, plan, m->env_, *m->dev_, log);
+        if (dc) {
+            m->dc_ = std::move(dc.value());
+            // The btl's DC data path (sends, RDMA and atomics over the
+            // DCIs) is not written yet: the target is published, so both
+            // ends agree on DC (dc_with_peer), but data still goes over RC.
+            tc.why += util::format("; DC target 0x%x and %zu initiators ready and published, but "
+                                   "this build of the roce BTL still carries data over RC (its "
+                                   "DC data path is not written yet, issue 19)",
+                                   m->dc_->dct_number(), m->dc_->dcis());
+        } else {
+            // Nothing published: every peer uses RC with this port.
+            tc.dc = false;
+            tc.why +=
+                "; but its DC queues could not be made (" + dc.status().message() + "): using RC";
+        }
+        // Asked for with btl_roce_transport = dc, and data goes over RC.
+        tc.refused = cfg.transport.mode == TransportMode::kDc;
+    }
+    log.write(tc.refused ? util::LogLevel::kWarn : util::LogLevel::kInfo, "transport " + tc.why);
     RetirementConfig rc;
     rc.cq_entries = static_cast<uint32_t>(m->dev_->cq()->cqe);
     m->retirement_ = std::make_unique<Retirement>(log, rc);
@@ -389,6 +418,7 @@ Module::~Module() {
     }
     conn_.reset();
     retirement_.reset();
+    dc_.reset(); // its DCIs, then its DCT: before the Device's CQ and SRQ
     endpoints_.all.clear();
     endpoints_.by_name.clear();
     dp_.reset(); // its RDMA operation pool is registered on the Device's PD
@@ -407,7 +437,15 @@ void Module::set_port_index(uint16_t i) {
     }
 }
 
-wire::PortAdvert Module::advert() const { return advertise(plan_, dev_->ud_qp()->qp_num); }
+wire::PortAdvert Module::advert() const {
+    wire::PortAdvert a = advertise(plan_, dev_->ud_qp()->qp_num);
+    if (dc_) {
+        a.flags |= wire::kPortFlagDct;
+        a.dct_number = dc_->dct_number();
+        a.dc_key = dc_->access_key();
+    }
+    return a;
+}
 
 Status Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
                          opal_bitmap_t *reachable) {

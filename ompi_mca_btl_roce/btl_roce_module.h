@@ -23,6 +23,7 @@
 #include "connector/connector.h"
 #include "counters.h"
 #include "data/data_path.h"
+#include "data/dc_resources.h"
 #include "proto/lag.h"
 #include "proto/transport.h"
 #include "rails.h"
@@ -229,24 +230,30 @@ public:
     /// The sink the module logs to (the C function table logs the message
     /// of an error it maps to an OPAL code there, at debug level).
     util::LogSink &log() { return log_; }
-    /// This module's modex advertisement.
+    /// This module's modex advertisement; with DC queues (dc()), the DC
+    /// target's number and access key (wire::kPortFlagDct).
     wire::PortAdvert advert() const;
     /// Index of this module in the process's modex address; the module
     /// joins ModuleEnv::rails under it.
     void set_port_index(uint16_t i);
     /// "device:port", for messages of other rails (immutable).
     const std::string &rail_name() const { return rail_name_; }
-    /// The transport this module carries data with, decided once at create
-    /// (proto/transport.h: choose_transport on cfg.transport, the job size
-    /// and the device's DC capability, asked through
-    /// verbs::query_dc_support only when the parameters would pick DC) and
-    /// logged: at info level (btl_roce_verbose 10), or as a warning when
-    /// btl_roce_transport = dc is not honoured. This build has no DC data
-    /// path yet (issue 19): where the choice comes out DC, the module says
-    /// so in that line and uses RC, publishing no DC target - so every peer
-    /// sees RC (dc_with_peer is false towards it) and both ends agree.
+    /// The transport of this port, decided once at create (proto/transport.h:
+    /// choose_transport on cfg.transport, the job size and the device's DC
+    /// capability, asked through verbs::query_dc_support only when the
+    /// parameters would pick DC) and logged: at info level
+    /// (btl_roce_verbose 10), or as a warning when btl_roce_transport = dc
+    /// is not fully honoured. `dc` is set when the port chose DC and its DC
+    /// queues (dc()) were made and are published in advert(); if they could
+    /// not be made, `dc` is cleared and the line says why (RC, nothing
+    /// published). This build has no DC data path yet (issue 19): with `dc`
+    /// set the line says that data still goes over RC, to every peer.
     /// Immutable after create.
     const TransportChoice &transport() const { return transport_; }
+    /// The port's DC target and initiators (data/dc_resources.h); nullptr
+    /// unless transport().dc. Made at create, destroyed at finalize before
+    /// the Device.
+    const DcResources *dc() const { return dc_.get(); }
 
     // --- a lost rail (btl_roce_rails.cc; docs/architecture.md, "Losing a
     // rail"). Called by a sibling module, without any module lock held. ----
@@ -414,6 +421,8 @@ private:
     /// can still reach the CQ (connection/retire.h). Their entries in the
     /// data path's QPN table live until then.
     std::unique_ptr<Retirement> retirement_;
+    /// The DC target and initiators when the port chose DC (transport_.dc).
+    std::unique_ptr<DcResources> dc_;
     /// Sends, RDMA, atomics and their completions (data/data_path.h); it
     /// owns the QPN table, the RDMA operation pool and the deferred PML
     /// callbacks.

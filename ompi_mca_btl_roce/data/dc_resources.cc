@@ -1,0 +1,58 @@
+// Copyright (c) 2026 ompi-roce developers. See LICENSE.
+#include "data/dc_resources.h"
+
+#include "connection/manager.h"
+#include "util/strings.h"
+
+namespace roce::btl {
+
+using util::Result;
+using util::Status;
+
+Result<std::unique_ptr<DcResources>>
+DcResources::create(const verbs::VerbsApi &api, Device &dev, const select::Selection &sel,
+                    qp::SharedSnapshotSource snapshots, bool privileged,
+                    const DcResourcesConfig &cfg, util::LogSink &log) {
+    // The same 64 random bits, never 0, as a connection token: a peer that
+    // does not hold our modex cannot guess the key.
+    auto key = new_token();
+    if (!key) {
+        return key.status().with_context(sel.device + ": no DC access key");
+    }
+    auto dct = qp::DcTarget::create(api, dev.context(), dev.pd(), dev.cq(), dev.srq(), *key, sel,
+                                    snapshots, privileged, &log);
+    if (!dct) {
+        return dct.status();
+    }
+    Status st = dct->activate(cfg.dct_params);
+    if (!st) {
+        return std::move(st).with_context("DC target on " + sel.device);
+    }
+    std::unique_ptr<DcResources> r(new DcResources(std::move(dct.value())));
+    r->dcis_.reserve(cfg.dcis);
+    for (uint32_t i = 0; i < cfg.dcis; ++i) {
+        auto dci = qp::DcInitiator::create(api, dev.context(), dev.pd(), dev.cq(), cfg.caps, sel,
+                                           snapshots, privileged, &log);
+        if (!dci) {
+            return dci.status().with_context(
+                util::format("DC initiator %u of %u", i + 1, cfg.dcis));
+        }
+        st = dci->activate(cfg.dci_params);
+        if (!st) {
+            return std::move(st).with_context(
+                util::format("DC initiator %u of %u (0x%x)", i + 1, cfg.dcis, dci->number()));
+        }
+        r->dcis_.push_back(std::make_unique<qp::DcInitiator>(std::move(dci.value())));
+    }
+    return r;
+}
+
+DcResources::~DcResources() {
+    // Initiators first (last made, first gone), then the target: the
+    // reverse of create, and no DCI outlives the DCT of its own port.
+    while (!dcis_.empty()) {
+        dcis_.pop_back();
+    }
+}
+
+} // namespace roce::btl
