@@ -71,6 +71,16 @@ struct Path : PathConn {
     uint32_t qpn() const { return qp ? qp->get()->qp_num : 0; }
 };
 
+/// How a module reaches a peer over DC (issue 19; set once at add_procs,
+/// when both published a DC target: dc_with_peer). No connection: each
+/// work request names the peer's DC target through these.
+struct DcRoute {
+    ibv_ah *ah = nullptr; ///< to the peer's GID, shared by the peers there (the Connector's)
+    uint32_t dctn = 0;    ///< the peer's DCT number (its modex)
+    uint64_t key = 0;     ///< the peer's DC access key (its modex)
+    uint32_t dci = 0;     ///< our DCI for this peer (DataPath::add_dc_peer: a hash)
+};
+
 /// One peer process as seen from one module (port). Owned by the Module;
 /// Open MPI holds it as an opaque mca_btl_base_endpoint_t*. Its connection
 /// state (Peer, PathConn; the paths' QPs, addressing) is written by the
@@ -101,6 +111,13 @@ public:
         }
     }
 
+    /// Whether data to this peer goes over DC (a route was set), and the
+    /// route. Only DataPath::add_dc_peer sets it; tests may corrupt the key
+    /// (set_dc_route) to see a wrong key fail.
+    bool dc() const { return dc_.ah != nullptr; }
+    const DcRoute &dc_route() const { return dc_; }
+    void set_dc_route(const DcRoute &r) { dc_ = r; }
+
     mca_btl_base_endpoint_t *as_opal() { return reinterpret_cast<mca_btl_base_endpoint_t *>(this); }
     static Endpoint *from(mca_btl_base_endpoint_t *ep) { return reinterpret_cast<Endpoint *>(ep); }
 
@@ -125,6 +142,10 @@ private:
     Frag *pending_head_ = nullptr; ///< sends waiting for a path, credits or a slot
     Frag *pending_tail_ = nullptr;
     uint32_t rdma_outstanding_ = 0;
+    DcRoute dc_; ///< set: the peer is reached over DC (no paths are used)
+    /// DC: the last of the sends that a DCI error put back at the head of
+    /// pending_ (the next one flushed goes after it, keeping their order).
+    Frag *dc_requeued_ = nullptr;
     /// RDMA operations whose path failed, waiting to be posted again.
     RdmaOp *rdma_retry_ = nullptr;
 };

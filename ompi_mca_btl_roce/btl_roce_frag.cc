@@ -46,6 +46,7 @@ Frag *FragPool::get() {
     f->has_seq = false;
     f->control = false;
     f->forward = false;
+    f->dc_errors = 0;
     f->tag = 0;
     f->base.des_cbfunc = nullptr;
     f->base.des_cbdata = nullptr;

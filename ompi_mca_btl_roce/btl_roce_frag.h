@@ -63,6 +63,9 @@ struct Frag {
     /// Carries a send of another rail (a wire::kForward fragment: its
     /// payload starts with a wire::ForwardHeader; data/forward.cc).
     bool forward = false;
+    /// DC: error completions this send has had (the first puts it back in
+    /// the queue, the second fails it; data/dc_send.cc).
+    uint8_t dc_errors = 0;
 };
 
 /// Fixed pool of Frags over one registered slab. Not thread-safe (the

@@ -142,7 +142,7 @@ int register_params() noexcept {
             "Send buffers of each port (16..65536), max_send_size bytes each.",
             MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.send_frags);
         p.sq_depth = 128;
-        reg("sq_depth", "Send queue depth of each RC queue pair (8..16384).",
+        reg("sq_depth", "Send queue depth of each RC queue pair and DC initiator (8..16384).",
             MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.sq_depth);
         p.max_inline = 128;
         reg("max_inline",
@@ -211,9 +211,9 @@ int register_params() noexcept {
             "connections: a connection and a queue pair per peer and path) or dc (mlx5's "
             "Dynamically Connected transport: one DC target and btl_roce_dc_dcis initiators per "
             "port, whatever the number of peers; on a device without DC a warning and RC). Two "
-            "processes use DC between them only when both chose it. This build has no DC data "
-            "path yet: where the choice is DC, btl_roce_verbose 10 (with dc: a warning) says so "
-            "and RC carries the data.",
+            "processes use DC between them only when both chose it. In this build DC carries the "
+            "sends; RDMA and atomics still go over RC (btl_roce_verbose 10, with dc a warning, "
+            "says so).",
             MCA_BASE_VAR_TYPE_INT, transports, OPAL_INFO_LVL_3, &p.transport);
         release_enum(transports);
         p.dc_peer_threshold = static_cast<int>(kDefaultDcPeerThreshold);

@@ -329,12 +329,11 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
         auto dc = make_dc(cfg, plan, m->env_, *m->dev_, log);
         if (dc) {
             m->dc_ = std::move(dc.value());
-            // The btl's DC data path (sends, RDMA and atomics over the
-            // DCIs) is not written yet: the target is published, so both
-            // ends agree on DC (dc_with_peer), but data still goes over RC.
-            tc.why += util::format("; DC target 0x%x and %zu initiators ready and published, but "
-                                   "this build of the roce BTL still carries data over RC (its "
-                                   "DC data path is not written yet, issue 19)",
+            // Published, so both ends agree on DC (dc_with_peer). Sends
+            // go over it (data/dc_send.cc); RDMA and atomics do not yet.
+            tc.why += util::format("; DC target 0x%x and %zu initiators ready and published: "
+                                   "sends to peers with a DC target go over DC; RDMA and atomics "
+                                   "still over RC (this build, issue 19)",
                                    m->dc_->dct_number(), m->dc_->dcis());
         } else {
             // Nothing published: every peer uses RC with this port.
@@ -342,7 +341,8 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
             tc.why +=
                 "; but its DC queues could not be made (" + dc.status().message() + "): using RC";
         }
-        // Asked for with btl_roce_transport = dc, and data goes over RC.
+        // Asked for with btl_roce_transport = dc, and some of the data goes
+        // over RC.
         tc.refused = cfg.transport.mode == TransportMode::kDc;
     }
     log.write(tc.refused ? util::LogLevel::kWarn : util::LogLevel::kInfo, "transport " + tc.why);
@@ -358,6 +358,9 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
         return dp.status();
     }
     m->dp_ = std::move(dp.value());
+    if (m->dc_) {
+        m->dp_->set_dc(m->dc_.get(), m->env_.who.name);
+    }
     ConnectorEnv ce;
     ce.plan = &m->plan_;
     ce.cfg = &m->cfg_;
@@ -413,12 +416,14 @@ Module::~Module() {
     if (env_.rails) {
         env_.rails->leave(this);
     }
+    // The DCIs and the DCT first: their work names the Connector's
+    // address handles, and they complete into the Device's CQ.
+    dc_.reset();
     if (conn_) {
         conn_->retire_all();
     }
     conn_.reset();
     retirement_.reset();
-    dc_.reset(); // its DCIs, then its DCT: before the Device's CQ and SRQ
     endpoints_.all.clear();
     endpoints_.by_name.clear();
     dp_.reset(); // its RDMA operation pool is registered on the Device's PD
@@ -429,6 +434,7 @@ Module::~Module() {
 
 void Module::set_port_index(uint16_t i) {
     port_index_ = i;
+    dp_->set_dc_port(i);
     CmIdentity me = conn_->manager().identity();
     me.port_index = i;
     conn_->manager().set_identity(me);
@@ -467,6 +473,9 @@ Status Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoi
         } else {
             std::string why = addrs[i] ? "" : addrs[i].status().message();
             ep = addrs[i] ? conn_->add_endpoint(procs[i], *addrs[i], &why) : nullptr;
+            if (ep != nullptr && dc_ && dc_with_peer(true, ep->peer_port())) {
+                add_dc_peer(*ep);
+            }
             if (ep == nullptr) {
                 log_.write(util::LogLevel::kInfo,
                            util::format("%s:%d cannot reach %s: %s", plan_.device.c_str(),
@@ -480,6 +489,18 @@ Status Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoi
     }
     OPAL_THREAD_UNLOCK(&lock_);
     return Status::ok();
+}
+
+void Module::add_dc_peer(Endpoint &ep) {
+    auto ah = conn_->dc_ah(ep);
+    if (!ah) {
+        // The peer sends to us over DC and we cannot answer: its fragments
+        // are refused here (not a DC peer), ours would go over RC.
+        log_.write(util::LogLevel::kWarn, "DC to " + ep.label + ": " + ah.status().message() +
+                                              "; this peer is not reached over DC");
+        return;
+    }
+    dp_->add_dc_peer(ep, *ah);
 }
 
 Status Module::del_procs(size_t, opal_proc_t **, mca_btl_base_endpoint_t **) {

@@ -246,14 +246,19 @@ public:
     /// is not fully honoured. `dc` is set when the port chose DC and its DC
     /// queues (dc()) were made and are published in advert(); if they could
     /// not be made, `dc` is cleared and the line says why (RC, nothing
-    /// published). This build has no DC data path yet (issue 19): with `dc`
-    /// set the line says that data still goes over RC, to every peer.
+    /// published). With `dc` set, sends to a peer that published a DC
+    /// target too go over DC; RDMA and atomics still go over RC (this
+    /// build, issue 19), and the line says so.
     /// Immutable after create.
     const TransportChoice &transport() const { return transport_; }
     /// The port's DC target and initiators (data/dc_resources.h); nullptr
     /// unless transport().dc. Made at create, destroyed at finalize before
     /// the Device.
     const DcResources *dc() const { return dc_.get(); }
+    /// The DC counters (DataPath::dc_stats), and the data path for tests
+    /// that look at its DCIs. Lock held or a single thread.
+    const DcStats &dc_stats() const { return dp_->dc_stats(); }
+    const DataPath &data_path() const { return *dp_; }
 
     // --- a lost rail (btl_roce_rails.cc; docs/architecture.md, "Losing a
     // rail"). Called by a sibling module, without any module lock held. ----
@@ -366,6 +371,11 @@ private:
     Module(const PortPlan &plan, const ModuleConfig &cfg, ModuleEnv env, util::LogSink &log);
     /// Seconds on the injected clock.
     double clock() const { return env_.clock(); }
+
+    /// `ep`'s peer published a DC target, as we did: its sends go over DC
+    /// (the shared address handle to its GID, DataPath::add_dc_peer). Lock
+    /// held.
+    void add_dc_peer(Endpoint &ep);
 
     /// Looks up the names the Connector queued (unknown requesters of our
     /// job) and makes their endpoints; called without the lock (the

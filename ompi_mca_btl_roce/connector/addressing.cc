@@ -32,6 +32,29 @@ Status Connector::ensure_ah(Endpoint &ep) {
     if (ep.ah_) {
         return Status::ok();
     }
+    auto ah = make_ah(ep);
+    if (!ah) {
+        return ah.status();
+    }
+    ep.ah_ = std::move(ah.value());
+    return Status::ok();
+}
+
+util::Result<ibv_ah *> Connector::dc_ah(Endpoint &ep) {
+    auto it = dc_ahs_.find(ep.path().dgid);
+    if (it != dc_ahs_.end()) {
+        return it->second.get();
+    }
+    auto ah = make_ah(ep);
+    if (!ah) {
+        return ah.status();
+    }
+    ibv_ah *raw = ah->get();
+    dc_ahs_.emplace(ep.path().dgid, std::move(ah.value()));
+    return raw;
+}
+
+util::Result<verbs::Ah> Connector::make_ah(Endpoint &ep) {
     qp::QpParams params;
     ibv_ah_attr a = qp::build_ah_attr(ep.path().selection, ep.path().dgid, params);
     // Address handles go through the same checks as QP transitions, against
@@ -60,12 +83,11 @@ Status Connector::ensure_ah(Endpoint &ep) {
                                                       gid_text(ep.path().sgid()).c_str(),
                                                       gid_text(ep.path().dgid).c_str()));
     }
-    ep.ah_ = verbs::Ah(ah, verbs::AhDeleter{&dev_.api(), &log_});
     // Preflight followed our GID to its new slot (the bond's addresses were
     // rewritten, e.g. at an active-backup failover): the endpoint's one
     // Selection follows, so RC QPs made from now on start from the new index.
     ep.path_.selection.gid_index = a.grh.sgid_index;
-    return Status::ok();
+    return verbs::Ah(ah, verbs::AhDeleter{&dev_.api(), &log_});
 }
 
 std::shared_ptr<const topo::Snapshot> Connector::current_view() {

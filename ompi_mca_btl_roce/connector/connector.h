@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -107,6 +108,11 @@ public:
     std::vector<uint64_t> take_lookups();
     /// A queued name could not be made an endpoint: never looked up again.
     void lookup_failed(uint64_t name) { lookup_failed_.insert(name); }
+    /// The address handle DC work requests to `ep`'s peer name it with: one
+    /// per remote GID, shared by every peer there (made on first use, with
+    /// the checks of ensure_ah; destroyed with the Connector). Errors: as
+    /// ensure_ah.
+    util::Result<ibv_ah *> dc_ah(Endpoint &ep);
     static constexpr size_t kMaxLookups = 64;
 
     /// A completion of the UD QP (wr_kind kUdRecv or kUdSend): a datagram
@@ -157,6 +163,8 @@ private:
 
     // Addressing (connector/addressing.cc).
     util::Status ensure_ah(Endpoint &ep);
+    /// An address handle to `ep`'s peer GID, preflighted (ensure_ah, dc_ah).
+    util::Result<verbs::Ah> make_ah(Endpoint &ep);
     /// The current view, which also becomes plan.snapshot; plan.snapshot
     /// when no view can be had (logged at debug level).
     std::shared_ptr<const topo::Snapshot> current_view();
@@ -197,6 +205,8 @@ private:
     bool ud_suspect_ = false;                    ///< a UD completion failed: check the UD QP
     double ud_retry_at_ = 0;                     ///< when a failed UD recovery is tried again
     std::vector<uint64_t> lookups_;              ///< unknown requesters to look up (bounded)
+    /// DC address handles by remote GID (dc_ah).
+    std::map<wire::Gid, verbs::Ah> dc_ahs_;
     std::unordered_set<uint64_t> lookup_failed_; ///< names looked up in vain (at most job size)
 };
 

@@ -64,6 +64,10 @@ std::string DataPath::wc_error(const ibv_wc &wc, const char *what) {
 }
 void DataPath::on_send_completion(const ibv_wc &wc) {
     Frag *f = wr_ptr<Frag>(wc.wr_id);
+    if (dc_ != nullptr && dci_by_qpn_.count(wc.qp_num) != 0) {
+        on_dc_send_completion(wc, f); // data/dc_send.cc
+        return;
+    }
     Endpoint &ep = *f->endpoint;
     Endpoint *owner = nullptr;
     Path *path = account_completion(wc.qp_num, &owner);
@@ -109,6 +113,10 @@ void DataPath::handle_recv(const ibv_wc &wc) {
             log_.write(LogLevel::kWarn, wc_error(wc, "receive"));
         }
         (void)dev_.post_srq_recv(idx);
+        return;
+    }
+    if (dc_ != nullptr && wc.qp_num == dc_->dct_number()) {
+        handle_dc_recv(wc, idx); // data/dc_send.cc
         return;
     }
     uint8_t *buf = dev_.srq_buffer(idx);

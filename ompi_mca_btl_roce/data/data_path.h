@@ -19,6 +19,7 @@
 #include "btl_roce_endpoint.h"
 #include "btl_roce_frag.h"
 #include "connection/retire.h"
+#include "data/dc_resources.h"
 #include "data/rdma_op_pool.h"
 #include "util/log.h"
 #include "util/rate_limit.h"
@@ -96,6 +97,19 @@ struct RailStats {
     uint64_t forwarded_received = 0;   ///< forwarded sends delivered to the PML as ours
     uint64_t forwarded_duplicates = 0; ///< forwarded sends dropped: the window had them
     uint64_t forwarded_refused = 0;    ///< forwarded fragments refused (malformed, wrong rail)
+};
+
+/// What a module counts of its DC traffic (issue 19).
+struct DcStats {
+    uint64_t sends = 0;             ///< DC sends completed successfully
+    uint64_t received = 0;          ///< DC fragments delivered to the PML
+    uint64_t duplicates = 0;        ///< DC fragments dropped: the sender's window had them
+    uint64_t refused_malformed = 0; ///< DC fragments refused: header or trailer malformed
+    uint64_t refused_unknown = 0;   ///< DC fragments refused: the trailer names no DC peer of ours
+    uint64_t errors = 0;            ///< error completions on our DCIs (flushes not counted)
+    uint64_t requeued = 0;          ///< sends put back after a DCI error, posted again
+    uint64_t failed = 0;            ///< sends failed after their second error completion
+    uint64_t recoveries = 0;        ///< DCIs brought back from ERR
 };
 
 /// The data path of one module: sends (alloc, prepare_src, send, sendi and
@@ -295,6 +309,29 @@ public:
     RailStats &rail_stats() { return rail_stats_; }
     const RailStats &rail_stats() const { return rail_stats_; }
 
+    // --- DC (data/dc_send.cc; issue 19) ------------------------------------
+    /// From now on sends to peers with a DC route go over `dc`'s DCIs, and
+    /// fragments on its DCT are received as DC fragments; `self_name` is
+    /// what our trailers name us. `dc` must outlive the data path. Lock held.
+    void set_dc(DcResources *dc, uint64_t self_name);
+    /// Our port index (the module's in our modex address), named in our DC
+    /// trailers. Lock held.
+    void set_dc_port(uint16_t port) { dc_port_ = port; }
+    /// `ep` (whose peer published a DC target, as we did) is reached over
+    /// DC through `ah` (to its GID), its DCT number and key. Its DCI is
+    /// fixed here, by a hash of the peer's name and port index over the
+    /// pool: every send to a peer goes through one DCI, whose work requests
+    /// execute in order, so the peer receives our sends in the order they
+    /// were posted, as the PML needs; peers spread over the DCIs. A DC
+    /// fragment is accepted only from a peer added here. Lock held.
+    void add_dc_peer(Endpoint &ep, ibv_ah *ah);
+    /// The DC counters. Lock held.
+    const DcStats &dc_stats() const { return dc_stats_; }
+    /// DCI `i`'s work requests in flight, and whether it waits for them to
+    /// flush before it is recovered. Lock held.
+    uint32_t dci_outstanding(size_t i) const { return dcis_.at(i).outstanding; }
+    bool dci_broken(size_t i) const { return dcis_.at(i).broken; }
+
     /// "<what> completion error on qpn 0x..: <status> (vendor error 0x..)".
     static std::string wc_error(const ibv_wc &wc, const char *what);
 
@@ -320,6 +357,15 @@ private:
     void drain_pending(Endpoint &ep);
     void maybe_send_credits(Endpoint &ep, size_t path);
     void release_frag(Frag *f);
+
+    // DC sends and receives (data/dc_send.cc), lock held.
+    util::Status dc_post(Endpoint &ep, Frag *f);
+    bool dc_can_post(const Endpoint &ep) const;
+    void dc_drain(Endpoint &ep);
+    void dc_requeue(Endpoint &ep, Frag *f);
+    void on_dc_send_completion(const ibv_wc &wc, Frag *f);
+    void dc_maybe_recover(size_t dci);
+    void handle_dc_recv(const ibv_wc &wc, uint32_t idx);
 
     // RDMA (data/rdma.cc), lock held.
     util::Status post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op);
@@ -378,6 +424,20 @@ private:
     mca_btl_base_module_error_cb_fn_t error_cb_ = nullptr;
     util::RateLimiter warn_{10.0, 16}; ///< warnings about what came from the wire
     RailStats rail_stats_;
+
+    // DC (data/dc_send.cc).
+    struct DciState {
+        uint32_t outstanding = 0; ///< work requests posted, not completed
+        bool broken = false;      ///< an error completion came: recover once outstanding is 0
+    };
+    DcResources *dc_ = nullptr;
+    uint64_t dc_name_ = 0;
+    uint16_t dc_port_ = 0;
+    std::vector<DciState> dcis_;
+    std::unordered_map<uint32_t, size_t> dci_by_qpn_;
+    /// The DC peers by process name (their port index is checked too).
+    std::unordered_map<uint64_t, Endpoint *> dc_peers_;
+    DcStats dc_stats_;
 };
 
 } // namespace roce::btl

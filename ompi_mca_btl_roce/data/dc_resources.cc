@@ -28,7 +28,7 @@ DcResources::create(const verbs::VerbsApi &api, Device &dev, const select::Selec
     if (!st) {
         return std::move(st).with_context("DC target on " + sel.device);
     }
-    std::unique_ptr<DcResources> r(new DcResources(std::move(dct.value())));
+    std::unique_ptr<DcResources> r(new DcResources(std::move(dct.value()), cfg));
     r->dcis_.reserve(cfg.dcis);
     for (uint32_t i = 0; i < cfg.dcis; ++i) {
         auto dci = qp::DcInitiator::create(api, dev.context(), dev.pd(), dev.cq(), cfg.caps, sel,

@@ -18,9 +18,10 @@ namespace roce::btl {
 struct DcResourcesConfig {
     /// DCIs in the pool (btl_roce_dc_dcis, 1..kMaxDcis).
     uint32_t dcis = 8;
-    /// Send queue of each DCI: work requests and SGEs (a send is a header
-    /// and a payload, as on an RC QP).
-    qp::DciCaps caps{128, 2, 0, false};
+    /// Send queue of each DCI: work requests and SGEs
+    /// (a send is a header and a payload plus, in place, the trailer that
+    /// names the sender: 3).
+    qp::DciCaps caps{128, 3, 0, false};
     /// The DCIs' RTS attributes (timeout, retry counts, max_rd_atomic) and
     /// the DCT's (access flags, min_rnr_timer): the module's RC values.
     qp::QpParams dci_params;
@@ -35,9 +36,9 @@ struct DcResourcesConfig {
 ///
 /// Destruction order (the destructor): the DCIs first, then the DCT; all
 /// of them before the Device (they complete into its CQ and the DCT
-/// consumes its SRQ). No work is posted on the DCIs in this build (the
-/// module's data still goes over RC), so there is nothing in flight to
-/// drain when they are destroyed.
+/// consumes its SRQ), and before the address handles their work names (the
+/// Connector's). They are destroyed, not drained: work still in flight at
+/// finalize is dropped with them (its completions never arrive).
 ///
 /// Not thread-safe: the owning Module serialises access (its lock).
 class DcResources {
@@ -66,13 +67,19 @@ public:
     uint64_t access_key() const { return dct_.access_key(); }
     /// The target (its QueuePair's state, for tests and diagnostics).
     const qp::DcTarget &target() const { return dct_; }
+    /// Brings DCI `i` back from ERR (qp::DcInitiator::recover with the
+    /// parameters it was activated with); its work must have flushed.
+    [[nodiscard]] util::Status recover(size_t i) { return dcis_.at(i)->recover(cfg_.dci_params); }
+    /// Work requests one DCI takes at a time (its send queue).
+    uint32_t dci_depth() const { return cfg_.caps.max_send_wr; }
     /// The pool: dcis() initiators, each at RTS after create.
     size_t dcis() const { return dcis_.size(); }
     qp::DcInitiator &dci(size_t i) { return *dcis_.at(i); }
     const qp::DcInitiator &dci(size_t i) const { return *dcis_.at(i); }
 
 private:
-    explicit DcResources(qp::DcTarget dct) : dct_(std::move(dct)) {}
+    DcResources(qp::DcTarget dct, const DcResourcesConfig &cfg) : cfg_(cfg), dct_(std::move(dct)) {}
+    DcResourcesConfig cfg_;
     qp::DcTarget dct_;
     std::vector<std::unique_ptr<qp::DcInitiator>> dcis_;
 };

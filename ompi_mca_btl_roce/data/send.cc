@@ -296,6 +296,12 @@ Status DataPath::send(Endpoint *ep, mca_btl_base_descriptor_t *des, mca_btl_base
     if (ep->state == EpState::kFailed) {
         s = Status(Code::kUnavailable,
                    util::format("send to %s: the peer has failed", ep->label.c_str()));
+    } else if (ep->dc()) {
+        // No connection (data/dc_send.cc): posted now, or queued behind
+        // what waits (a full DCI, a DCI being recovered).
+        if (ep->pending_head_ != nullptr || dc_post(*ep, f).code() == Code::kResourceExhausted) {
+            queue_pending(*ep, f);
+        }
     } else if (ep->state == EpState::kConnected && ep->pending_head_ == nullptr) {
         s = post_frag(*ep, f);
         if (s.code() == Code::kResourceExhausted) {
@@ -322,7 +328,8 @@ Status DataPath::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_
         return retry_later();
     }
     OPAL_THREAD_LOCK(&lock_);
-    if (ep->state != EpState::kConnected || ep->pending_head_ != nullptr) {
+    const bool dc = ep->dc() && ep->state != EpState::kFailed;
+    if (!dc && (ep->state != EpState::kConnected || ep->pending_head_ != nullptr)) {
         if (ep->state == EpState::kClosed) {
             host_.start_connect(*ep);
         }
@@ -331,8 +338,9 @@ Status DataPath::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_
     }
     // Check every resource before packing: once packed, the PML's convertor
     // has moved on and the data could not be packed again.
-    bool can_post = inflight_ < max_inflight_ && pick_path(*ep, order, false) >= 0 &&
-                    ep->next_seq_ - ep->completed_.next_expected() < cfg_.seq_span;
+    bool can_post = dc ? ep->pending_head_ == nullptr && dc_can_post(*ep)
+                       : inflight_ < max_inflight_ && pick_path(*ep, order, false) >= 0 &&
+                             ep->next_seq_ - ep->completed_.next_expected() < cfg_.seq_span;
     Frag *f = can_post ? dev_.frags().get() : nullptr;
     if (f == nullptr) {
         OPAL_THREAD_UNLOCK(&lock_);
@@ -357,7 +365,7 @@ Status DataPath::sendi(Endpoint *ep, opal_convertor_t *conv, void *header, size_
     f->segments[0].seg_len = total;
     f->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
     f->base.order = order;
-    Status s = post_frag(*ep, f);
+    Status s = dc ? dc_post(*ep, f) : post_frag(*ep, f);
     if (!s) {
         // Only a hard posting error gets here (resources were checked). The
         // data is packed: hand the descriptor back so the PML resets its

@@ -526,4 +526,40 @@ bool grh_source_gid(const uint8_t *grh, Gid *out) {
     return false;
 }
 
+void encode(const DcSender &s, uint8_t *out) noexcept {
+    for (int i = 0; i < 8; ++i) {
+        out[i] = static_cast<uint8_t>(s.name >> (8 * i));
+    }
+    out[8] = static_cast<uint8_t>(s.port);
+    out[9] = static_cast<uint8_t>(s.port >> 8);
+    std::memset(out + 10, 0, kDcSenderSize - 10);
+}
+
+Result<DcSender> parse_dc_sender(const uint8_t *data, size_t len) {
+    if (len != kDcSenderSize) {
+        return Status(Code::kProtocol,
+                      util::format("DC sender trailer of %zu bytes (not %zu)", len, kDcSenderSize));
+    }
+    DcSender s;
+    for (int i = 0; i < 8; ++i) {
+        s.name |= static_cast<uint64_t>(data[i]) << (8 * i);
+    }
+    s.port = static_cast<uint16_t>(data[8] | (data[9] << 8));
+    for (size_t i = 10; i < kDcSenderSize; ++i) {
+        if (data[i] != 0) {
+            return Status(Code::kProtocol,
+                          util::format("DC sender trailer with reserved byte %zu set", i));
+        }
+    }
+    if (s.name == 0) {
+        return Status(Code::kProtocol, "DC sender trailer names process 0");
+    }
+    if (s.port >= kMaxPorts) {
+        return Status(
+            Code::kProtocol,
+            util::format("DC sender trailer names port %u: at most %zu ports", s.port, kMaxPorts));
+    }
+    return s;
+}
+
 } // namespace roce::btl::wire

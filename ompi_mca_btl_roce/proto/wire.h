@@ -206,4 +206,26 @@ void encode(const ForwardHeader &h, uint8_t *out) noexcept;
 /// beyond kMaxPorts, or its length is not exactly the bytes that follow.
 util::Result<ForwardHeader> parse_forward(const uint8_t *data, size_t len);
 
+/// Who sent a fragment over DC (issue 19): DC has no connection, so the
+/// receiver cannot tell the sender from the QP a fragment arrived on (it
+/// arrives on our one DC target). Every DC data fragment ends with this
+/// 16-byte trailer, after its payload:
+///
+///   0-7 sender's process name (jobid << 32 | vpid, not 0)
+///   8-9 sender's port index in its modex address   10-15 reserved (0)
+///
+/// A trailer, not a header: the payload starts right after the FragHeader
+/// in every slot, where the PML writes it (alloc, prepare_src).
+struct DcSender {
+    uint64_t name = 0;
+    uint16_t port = 0;
+    bool operator==(const DcSender &o) const { return name == o.name && port == o.port; }
+};
+inline constexpr size_t kDcSenderSize = 16;
+void encode(const DcSender &s, uint8_t *out) noexcept;
+/// Parses exactly kDcSenderSize bytes. kProtocol, naming the field, when
+/// `len` is not 16, the name is 0, the port index is kMaxPorts or more, or
+/// a reserved byte is set.
+util::Result<DcSender> parse_dc_sender(const uint8_t *data, size_t len);
+
 } // namespace roce::btl::wire

@@ -256,6 +256,7 @@ bool BtlFabric::deliver(size_t k) {
 void BtlFabric::run(int rounds) {
     for (int k = 0; k < rounds; ++k) {
         fake.run_rc();
+        fake.run_dc();
         while (!fake.datagrams().empty()) {
             (void)deliver(0);
         }

@@ -279,7 +279,8 @@ public:
     /// to ERR, flushing the rest; with nothing in flight, the next send does
     /// (fail_next_send). The first `delivered` work requests in flight
     /// reach the responder before that, but their acknowledgements are lost:
-    /// the requester sees them fail although the peer has them.
+    /// the requester sees them fail although the peer has them (on a DCI:
+    /// at the DCT each names; its key is not checked).
     void break_qp(ibv_qp *qp, ibv_wc_status status = IBV_WC_RETRY_EXC_ERR,
                   size_t delivered = 0);
     /// The QP of this FakeVerbs with that number (nullptr: none).

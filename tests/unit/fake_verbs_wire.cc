@@ -365,9 +365,16 @@ void FakeVerbs::break_qp(ibv_qp *qp, ibv_wc_status status, size_t delivered) {
     FakeQpObj &q = *st_->qps.at(qp);
     // The first `delivered` reach the responder; their ACKs are lost, so
     // the requester still holds them, oldest first, when the link dies.
+    // A DCI's responder is the DCT its oldest work request names.
     std::deque<PostedWr> unacked;
-    FakeQpObj *r = qp_by_num(*this, q.attr.dest_qp_num);
-    while (unacked.size() < delivered && !q.sq.empty() && r != nullptr && ready(*r)) {
+    auto responder = [&]() {
+        return qp_by_num(*this, q.kind == FakeQpKind::kDCI && !q.sq.empty()
+                                    ? q.sq.front().remote_qpn
+                                    : q.attr.dest_qp_num);
+    };
+    for (FakeQpObj *r = responder();
+         unacked.size() < delivered && !q.sq.empty() && r != nullptr && ready(*r);
+         r = responder()) {
         PostedWr copy = q.sq.front();
         if (execute(*this, q, *r, false) != Step::kDone) {
             break;

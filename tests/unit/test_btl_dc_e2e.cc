@@ -2,14 +2,22 @@
 // The transport choice of whole modules over FakeVerbs (issue 19): what
 // each module decides at create from btl_roce_transport, the threshold, the
 // job size and the device, what it logs, the DC queues a port that chose DC
-// makes and publishes, and that data still flows (over RC: this build has
-// no DC data path yet, and says so).
+// makes and publishes; and the DC data path's sends (data/dc_send.cc): both
+// ways in order and intact, the DCI per peer, a DCI error recovered, a
+// wrong key, and fragments that name no DC peer refused.
 #include <cerrno>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <vector>
 #include <string>
 
 #include "btl_e2e_util.h"
 #include "catch.h"
+#include "qp/dc.h"
+#include "qp/transitions.h"
 #include "util/strings.h"
+#include "verbs/handles.h"
 
 using namespace roce;
 using namespace roce::testing;
@@ -50,8 +58,8 @@ void rc_published_and_working(BtlFabric &f) {
 /// Every process chose DC and made its DC queues: the DCT at RTR and
 /// `dcis` DCIs at RTS, all on the module's device; its advertisement names
 /// the DCT (number and key, the key of no other process), each end sees
-/// the other's DC target (dc_with_peer); and a message still goes from 0 to
-/// 1 and back (over RC, this build).
+/// the other's DC target (dc_with_peer); and a message goes from 0 to 1 and
+/// back over DC.
 void dc_published_and_working(BtlFabric &f, size_t dcis) {
     std::vector<uint64_t> keys;
     std::vector<btl::wire::PortAdvert> adverts;
@@ -79,9 +87,14 @@ void dc_published_and_working(BtlFabric &f, size_t dcis) {
     CHECK(btl::dc_with_peer(true, adverts[1]));
     CHECK(btl::dc_with_peer(true, adverts[0]));
     f.add_all();
-    connect_by_first_send(f);
+    // No connection: the first sends go at once, over DC.
+    REQUIRE(f.send(0, 1, msg(0, 1, 0)) == OPAL_SUCCESS);
     REQUIRE(f.send(1, 0, msg(1, 0, 0)) == OPAL_SUCCESS);
     f.run(20);
+    CHECK(f.ep(0, 1).dc());
+    CHECK(f.ep(1, 0).dc());
+    CHECK(f.procs[0]->module->dc_stats().sends == 1);
+    CHECK(f.procs[1]->module->dc_stats().received == 1);
     CHECK(from(f, 1, 0) == expected(0, 1, 0, 1));
     CHECK(from(f, 0, 1) == expected(1, 0, 0, 1));
     // Finalize: the DCIs and the DCT go before the Device's SRQ and CQ
@@ -113,7 +126,7 @@ TEST_CASE("btl dc e2e: auto below the threshold is RC without asking the device"
 }
 
 TEST_CASE("btl dc e2e: auto above the threshold on an mlx5 device with DC makes and publishes "
-          "its DC queues, and says this build carries RC",
+          "its DC queues, and says what goes over DC",
           "[btl][e2e][transport]") {
     BtlFabric f(with_transport("mlx5_lag", btl::TransportMode::kAuto, 0));
     // Per process: one probe (a DC target created and destroyed), then the
@@ -121,9 +134,9 @@ TEST_CASE("btl dc e2e: auto above the threshold on an mlx5 device with DC makes 
     CHECK(f.fake.calls(Call::kMlx5dvCreateQp) == 2 * (1 + 1 + 8));
     CHECK(lines_with(f.log, "info: transport mlx5_bond_0:1: DC (1 peers above "
                             "btl_roce_dc_peer_threshold 0; mlx5_bond_0: DC supported") == 2);
-    CHECK(lines_with(f.log, "initiators ready and published, but this build of the roce BTL "
-                            "still carries data over RC (its DC data path is not written yet, "
-                            "issue 19)") == 2);
+    CHECK(lines_with(f.log,
+                     "initiators ready and published: sends to peers with a DC target "
+                     "go over DC; RDMA and atomics still over RC (this build, issue 19)") == 2);
     for (auto &p : f.procs) {
         const btl::DcResources *dc = p->module->dc();
         REQUIRE(dc != nullptr);
@@ -207,14 +220,14 @@ TEST_CASE("btl dc e2e: dc forced on rxe warns, naming the device and the fix, an
     rc_published_and_working(f);
 }
 
-TEST_CASE("btl dc e2e: dc forced on mlx5 with DC makes its DC queues and warns that this build "
-          "carries RC",
+TEST_CASE("btl dc e2e: dc forced on mlx5 with DC makes its DC queues and warns that RDMA stays "
+          "on RC",
           "[btl][e2e][transport]") {
     BtlFabric f(with_transport("mlx5_lag", btl::TransportMode::kDc));
     CHECK(f.fake.calls(Call::kMlx5dvCreateQp) == 2 * (1 + 1 + 8));
     CHECK(lines_with(f.log, "warning: transport mlx5_bond_0:1: DC (btl_roce_transport = dc; "
                             "mlx5_bond_0: DC supported") == 2);
-    CHECK(lines_with(f.log, "still carries data over RC") == 2);
+    CHECK(lines_with(f.log, "RDMA and atomics still over RC") == 2);
     for (auto &p : f.procs) {
         CHECK(p->module->transport().refused);
     }
@@ -226,4 +239,361 @@ TEST_CASE("btl dc e2e: rc forced never asks the device", "[btl][e2e][transport]"
     CHECK(f.fake.calls(Call::kMlx5dvCreateQp) == 0);
     CHECK(lines_with(f.log, "info: transport mlx5_bond_0:1: RC (btl_roce_transport = rc)") == 2);
     rc_published_and_working(f);
+}
+
+// ---- the DC data path: sends (data/dc_send.cc) ----------------------------------
+
+namespace {
+
+/// A fabric of `procs` processes on mlx5 with DC forced, every peer added.
+FabricOptions dc_fabric(size_t procs = 2) {
+    FabricOptions o = with_transport("mlx5_lag", btl::TransportMode::kDc);
+    o.procs = procs;
+    return o;
+}
+
+/// What a send's completion callback saw.
+struct SendResult {
+    int calls = 0;
+    int status = 1;
+};
+void send_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, mca_btl_base_descriptor_t *des,
+               int status) {
+    auto *r = static_cast<SendResult *>(des->des_cbdata);
+    ++r->calls;
+    r->status = status;
+}
+
+/// alloc + send of `payload` from i to j with send_done counting into `r`.
+int send_cb(BtlFabric &f, size_t i, size_t j, const std::string &payload, SendResult &r) {
+    mca_btl_base_module_t *b = f.procs[i]->btl();
+    mca_btl_base_descriptor_t *d = b->btl_alloc(b, f.procs[i]->eps[j], MCA_BTL_NO_ORDER,
+                                                payload.size(), MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    REQUIRE(d != nullptr);
+    std::memcpy(d->des_segments[0].seg_addr.pval, payload.data(), payload.size());
+    d->des_cbfunc = send_done;
+    d->des_cbdata = &r;
+    return b->btl_send(b, f.procs[i]->eps[j], d, BtlFabric::kTag);
+}
+
+/// Payload n from i to j of `size` bytes: "p<i>->p<j>#<n>:" then bytes that
+/// depend on i, j, n and their offset.
+std::string sized(size_t i, size_t j, int n, size_t size) {
+    std::string s = msg(i, j, n) + ":";
+    while (s.size() < size) {
+        s.push_back(
+            static_cast<char>((s.size() * 31 + i * 7 + j * 13 + static_cast<size_t>(n)) & 0xff));
+    }
+    s.resize(size);
+    return s;
+}
+
+/// What process r received from s, in delivery order.
+std::vector<std::string> in_order(BtlFabric &f, size_t r, size_t s) {
+    std::vector<std::string> out;
+    const std::string prefix = util::format("p%zu->p%zu#", s, r);
+    for (const auto &m : f.procs[r]->received) {
+        if (m.compare(0, prefix.size(), prefix) == 0) {
+            out.push_back(m);
+        }
+    }
+    return out;
+}
+
+/// The DCI process i sends to process j with.
+const qp::DcInitiator &dci_to(BtlFabric &f, size_t i, size_t j) {
+    return f.procs[i]->module->dc()->dci(f.ep(i, j).dc_route().dci);
+}
+
+} // namespace
+
+TEST_CASE("btl dc e2e: sends of every size up to the eager limit go both ways over DC, in order "
+          "and intact",
+          "[btl][e2e][dc]") {
+    FabricOptions o = dc_fabric();
+    auto base = o.tweak;
+    o.tweak = [base](btl::ModuleConfig &c) {
+        base(c);
+        // As large as a slot allows (the module lowers them to that): the
+        // last bytes of the largest fragment's slot hold the trailer.
+        c.btl.btl_max_send_size = 1 << 20;
+        c.btl.btl_eager_limit = 1 << 20;
+    };
+    BtlFabric f(o);
+    const int rc_qps = f.fake.calls(Call::kCreateQp);
+    f.add_all();
+    const size_t eager = f.procs[0]->btl()->btl_eager_limit;
+    const size_t slot = f.procs[0]->module->device().config().recv_slot;
+    REQUIRE(eager == slot - btl::wire::kFragHeaderSize - btl::wire::kForwardHeaderSize);
+    REQUIRE(btl::wire::kForwardHeaderSize >= btl::wire::kDcSenderSize);
+    // (At least 12 bytes: the message name is at the start of each.)
+    const std::vector<size_t> sizes = {12, 13, 64, 255, 512, eager - 1, eager};
+    std::vector<std::string> sent01, sent10;
+    int n = 0;
+    for (int round = 0; round < 3; ++round) {
+        for (size_t size : sizes) {
+            sent01.push_back(sized(0, 1, n, size));
+            sent10.push_back(sized(1, 0, n, size));
+            REQUIRE(f.send(0, 1, sent01.back()) == OPAL_SUCCESS);
+            REQUIRE(f.send(1, 0, sent10.back()) == OPAL_SUCCESS);
+            ++n;
+        }
+        f.run(2); // some in flight while the next round is posted
+    }
+    f.run(30);
+    CHECK(in_order(f, 1, 0) == sent01);
+    CHECK(in_order(f, 0, 1) == sent10);
+    // No RC QP, no connection: the peers were never connected.
+    CHECK(f.fake.calls(Call::kCreateQp) == rc_qps);
+    CHECK(f.ep(0, 1).state == btl::EpState::kClosed);
+    for (size_t i = 0; i < 2; ++i) {
+        const btl::DcStats &st = f.procs[i]->module->dc_stats();
+        CHECK(st.sends == sent01.size());
+        CHECK(st.received == sent01.size());
+        CHECK(st.refused_malformed + st.refused_unknown + st.duplicates + st.errors == 0);
+    }
+    CHECK(f.log.errors == 0);
+    teardown(f);
+}
+
+TEST_CASE("btl dc e2e: sendi goes over DC", "[btl][e2e][dc]") {
+    BtlFabric f(dc_fabric());
+    f.add_all();
+    mca_btl_base_module_t *b = f.procs[0]->btl();
+    std::string hdr = sized(0, 1, 0, 48);
+    mca_btl_base_descriptor_t *des = nullptr;
+    REQUIRE(b->btl_sendi(b, f.procs[0]->eps[1], nullptr, hdr.data(), hdr.size(), 0,
+                         MCA_BTL_NO_ORDER, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP, BtlFabric::kTag,
+                         &des) == OPAL_SUCCESS);
+    CHECK(des == nullptr);
+    f.run(10);
+    CHECK(in_order(f, 1, 0) == std::vector<std::string>{hdr});
+    teardown(f);
+}
+
+TEST_CASE("btl dc e2e: a send's DCI follows the peer; each peer's sends keep one DCI",
+          "[btl][e2e][dc]") {
+    BtlFabric f(dc_fabric(4));
+    f.add_all();
+    // Peers of process 0 on their DCIs, the same answer every time.
+    std::vector<uint32_t> dcis;
+    for (size_t j = 0; j < 4; ++j) {
+        dcis.push_back(f.ep(0, j).dc_route().dci);
+        CHECK(dcis.back() < 8);
+    }
+    for (int n = 0; n < 20; ++n) {
+        for (size_t j = 1; j < 4; ++j) {
+            REQUIRE(f.send(0, j, msg(0, j, n)) == OPAL_SUCCESS);
+        }
+    }
+    // Everything is in flight (nothing ran): each peer's sends sit on its
+    // DCI alone.
+    for (size_t j = 1; j < 4; ++j) {
+        size_t mine = 0;
+        for (size_t k = 1; k < 4; ++k) {
+            mine += dcis[k] == dcis[j] ? 20 : 0;
+        }
+        CHECK(f.procs[0]->module->data_path().dci_outstanding(dcis[j]) == mine);
+    }
+    f.run(30);
+    for (size_t j = 1; j < 4; ++j) {
+        CHECK(in_order(f, j, 0) == expected(0, j, 0, 20));
+    }
+    teardown(f);
+}
+
+TEST_CASE("btl dc e2e: a DCI error is recovered; nothing is lost or doubled",
+          "[btl][e2e][dc][recover]") {
+    BtlFabric f(dc_fabric());
+    f.add_all();
+    std::vector<SendResult> results(6);
+    for (int n = 0; n < 6; ++n) {
+        REQUIRE(send_cb(f, 0, 1, msg(0, 1, n), results[static_cast<size_t>(n)]) == OPAL_SUCCESS);
+    }
+    const qp::DcInitiator &dci = dci_to(f, 0, 1);
+    const uint32_t number = dci.number();
+    // The link breaks under the DCI: the first send reached process 1 but
+    // its acknowledgement is lost, so it completes in error; the DCI goes
+    // to ERR and the other five flush.
+    f.fake.break_qp(dci.qp().get(), IBV_WC_RETRY_EXC_ERR, 1);
+    f.run(30);
+    CHECK(in_order(f, 1, 0) == expected(0, 1, 0, 6));
+    for (const auto &r : results) {
+        CHECK(r.calls == 1);
+        CHECK(r.status == OPAL_SUCCESS);
+    }
+    const btl::DcStats &st = f.procs[0]->module->dc_stats();
+    CHECK(st.errors == 1);
+    CHECK(st.requeued == 6);
+    CHECK(st.recoveries == 1);
+    CHECK(st.failed == 0);
+    CHECK(f.procs[1]->module->dc_stats().duplicates == 1); // the copy of the first
+    CHECK(f.fake.qp_state(dci.qp().get()) == IBV_QPS_RTS);
+    CHECK(dci.number() == number);
+    CHECK(f.procs[0]->errors.empty());
+    // The peer is not lost: more goes.
+    REQUIRE(f.send(0, 1, msg(0, 1, 6)) == OPAL_SUCCESS);
+    f.run(10);
+    CHECK(in_order(f, 1, 0) == expected(0, 1, 0, 7));
+    teardown(f);
+}
+
+TEST_CASE("btl dc e2e: a wrong key fails the send once and the peer, and the DCI serves the "
+          "others",
+          "[btl][e2e][dc][recover]") {
+    BtlFabric f(dc_fabric(3));
+    f.add_all();
+    // Process 0's view of process 1's key is wrong.
+    btl::DcRoute r = f.ep(0, 1).dc_route();
+    r.key ^= 0x1;
+    f.ep(0, 1).set_dc_route(r);
+    SendResult bad;
+    REQUIRE(send_cb(f, 0, 1, msg(0, 1, 0), bad) == OPAL_SUCCESS);
+    f.run(30);
+    CHECK(bad.calls == 1);
+    CHECK(bad.status == OPAL_ERR_UNREACH);
+    CHECK(in_order(f, 1, 0).empty());
+    const btl::DcStats &st = f.procs[0]->module->dc_stats();
+    CHECK(st.errors == 2); // the first try and the one retry: no loop
+    CHECK(st.failed == 1);
+    CHECK(st.recoveries == 2);
+    CHECK(f.fake.dct_key_violations(f.procs[1]->module->dc()->target().qp().get()) == 2);
+    CHECK(f.ep(0, 1).state == btl::EpState::kFailed);
+    REQUIRE(f.procs[0]->errors.size() == 1);
+    CHECK(f.procs[0]->errors[0].find("a wrong DC access key") != std::string::npos);
+    CHECK(f.log.contains("DC send completion error"));
+    // The DCI is back, and process 2 is reached (on whichever DCI).
+    CHECK(f.fake.qp_state(dci_to(f, 0, 1).qp().get()) == IBV_QPS_RTS);
+    SendResult good;
+    REQUIRE(send_cb(f, 0, 2, msg(0, 2, 0), good) == OPAL_SUCCESS);
+    f.run(10);
+    CHECK(good.calls == 1);
+    CHECK(good.status == OPAL_SUCCESS);
+    CHECK(in_order(f, 2, 0) == expected(0, 2, 0, 1));
+    // The failed peer is refused from now on, without a post.
+    CHECK(f.send(0, 1, msg(0, 1, 1)) == OPAL_ERR_UNREACH);
+    teardown(f);
+}
+
+namespace {
+
+/// Someone on process `from`'s device who is not a DC peer of the target's
+/// (or claims to be another): its own PD, CQ and DCI, sending whatever
+/// bytes the test makes to a DC target, with its right key.
+struct Forger {
+    Forger(BtlFabric &f, btl::Module &from, const std::array<uint8_t, 16> &dgid)
+        : api(f.fake.api()) {
+        ibv_context *ctx = from.device().context();
+        pd = verbs::Pd(api.alloc_pd(ctx), verbs::PdDeleter{&api});
+        cq = verbs::Cq(api.create_cq(ctx, 16, nullptr, nullptr, 0), verbs::CqDeleter{&api});
+        REQUIRE(pd);
+        REQUIRE(cq);
+        mem.assign(2048, 0);
+        mr = verbs::Mr(api.reg_mr(pd.get(), mem.data(), mem.size(), IBV_ACCESS_LOCAL_WRITE),
+                       verbs::MrDeleter{&api});
+        REQUIRE(mr);
+        const select::Selection &sel = from.plan().selection;
+        auto d = qp::DcInitiator::create(api, ctx, pd.get(), cq.get(), qp::DciCaps{}, sel,
+                                         qp::cache_snapshot_source(*f.cache, from.plan().device),
+                                         false, nullptr);
+        REQUIRE(d);
+        dci = std::make_unique<qp::DcInitiator>(std::move(d.value()));
+        REQUIRE(dci->activate());
+        ibv_ah_attr a = qp::build_ah_attr(sel, dgid, qp::QpParams{});
+        ah = verbs::Ah(api.create_ah(pd.get(), &a), verbs::AhDeleter{&api});
+        REQUIRE(ah);
+    }
+    /// Sends `bytes` to the DC target `dctn` with `key`.
+    /// Each from its own 256 bytes of `mem`: the device reads them when it
+    /// executes the work request, later.
+    void send(const std::vector<uint8_t> &bytes, uint32_t dctn, uint64_t key) {
+        REQUIRE(bytes.size() <= 256);
+        REQUIRE(used + 256 <= mem.size());
+        uint8_t *at = mem.data() + used;
+        used += 256;
+        std::memcpy(at, bytes.data(), bytes.size());
+        ibv_sge sge{reinterpret_cast<uint64_t>(at), static_cast<uint32_t>(bytes.size()), mr->lkey};
+        qp::DcWork w;
+        w.op = qp::DcWork::Op::kSend;
+        w.flags = IBV_SEND_SIGNALED;
+        w.sge = &sge;
+        w.num_sge = 1;
+        w.ah = ah.get();
+        w.dctn = dctn;
+        w.dc_key = key;
+        REQUIRE(dci->post(&w, 1));
+    }
+    const verbs::VerbsApi &api;
+    verbs::Pd pd;
+    verbs::Cq cq;
+    std::vector<uint8_t> mem;
+    size_t used = 0;
+    verbs::Mr mr;
+    std::unique_ptr<qp::DcInitiator> dci; // before ah: its work names it
+    verbs::Ah ah;
+};
+
+/// A DC data fragment: header (tag, seq), `payload`, then the trailer of
+/// `sender` - with `reserved` in its last byte.
+std::vector<uint8_t> dc_fragment(const std::string &payload, uint32_t seq,
+                                 const btl::wire::DcSender &sender, uint8_t reserved = 0,
+                                 btl::wire::FragType type = btl::wire::FragType::kData) {
+    std::vector<uint8_t> out(btl::wire::kFragHeaderSize + payload.size() +
+                             btl::wire::kDcSenderSize);
+    btl::wire::FragHeader h;
+    h.tag = BtlFabric::kTag;
+    h.type = type;
+    h.seq = seq;
+    btl::wire::encode(h, out.data());
+    std::memcpy(out.data() + btl::wire::kFragHeaderSize, payload.data(), payload.size());
+    btl::wire::encode(sender, out.data() + out.size() - btl::wire::kDcSenderSize);
+    out.back() = reserved;
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("btl dc e2e: DC fragments naming no DC peer, or malformed, are refused and counted",
+          "[btl][e2e][dc][forged]") {
+    BtlFabric f(dc_fabric(3));
+    f.add_all();
+    btl::Module &victim = *f.procs[1]->module;
+    const uint32_t dctn = victim.dc()->dct_number();
+    const uint64_t key = victim.dc()->access_key();
+    const uint64_t p0 = f.procs[0]->name;
+    {
+        // From process 2's device, with the victim's key (a process of the
+        // job has it): only the trailer says who sends.
+        Forger forger(f, *f.procs[2]->module, f.ep(2, 1).path().dgid);
+        // Unknown process.
+        forger.send(dc_fragment("forged-unknown", 0, {0x9999000000000007ull, 0}), dctn, key);
+        // A real peer, but a port it does not reach us from.
+        forger.send(dc_fragment("forged-port", 0, {p0, 3}), dctn, key);
+        // Malformed: a reserved byte of the trailer, a fragment too short
+        // for a trailer, a credit message (DC has no credits), a port
+        // beyond kMaxPorts.
+        forger.send(dc_fragment("forged-reserved", 0, {p0, 0}, 0x5a), dctn, key);
+        forger.send(std::vector<uint8_t>(12, 0), dctn, key);
+        forger.send(dc_fragment("", 0, {p0, 0}, 0, btl::wire::FragType::kCredit), dctn, key);
+        forger.send(dc_fragment("forged-far-port", 0, {p0, 99}), dctn, key);
+        f.run(10);
+    }
+    const btl::DcStats &st = victim.dc_stats();
+    CHECK(st.refused_unknown == 2);
+    CHECK(st.refused_malformed == 4);
+    CHECK(st.received == 0);
+    for (const auto &m : f.procs[1]->received) {
+        CHECK(m.find("forged") == std::string::npos);
+    }
+    CHECK(f.log.contains("naming process 0x9999000000000007 port 0: not a peer of ours over DC"));
+    CHECK(f.log.contains("refused a 39-byte fragment on our DC target: DC sender trailer with "
+                         "reserved byte 15 set"));
+    // The buffers went back to the SRQ and the real peers still get through
+    // (process 0's first fragment, number 0, was not spent by the forgery).
+    REQUIRE(f.send(0, 1, msg(0, 1, 0)) == OPAL_SUCCESS);
+    REQUIRE(f.send(2, 1, msg(2, 1, 0)) == OPAL_SUCCESS);
+    f.run(10);
+    CHECK(in_order(f, 1, 0) == expected(0, 1, 0, 1));
+    CHECK(in_order(f, 1, 2) == expected(2, 1, 0, 1));
+    teardown(f);
 }
