@@ -305,6 +305,45 @@ TEST_CASE("wire: randomized fuzzing never crashes and never accepts garbage sile
     CHECK(dc_ports > 0); // and some ports with a DC target (a changed GID or key byte)
 }
 
+TEST_CASE("wire: DC sender trailer round trip and every refusal", "[btl][wire][dc]") {
+    DcSender d{0x0000123400000005ull, 15};
+    std::vector<uint8_t> b(kDcSenderSize, 0xee);
+    encode(d, b.data());
+    auto p = parse_dc_sender(b.data(), b.size());
+    REQUIRE(p.is_ok());
+    CHECK(*p == d);
+    CHECK(b[0] == 0x05);
+    CHECK(b[4] == 0x34);
+    CHECK(b[8] == 15);
+    for (size_t i = 10; i < kDcSenderSize; ++i) {
+        CHECK(b[i] == 0); // reserved: encoded as 0
+    }
+    auto refused = [](std::vector<uint8_t> v, const std::string &why) {
+        auto r = parse_dc_sender(v.data(), v.size());
+        REQUIRE_FALSE(r.is_ok());
+        CHECK(r.status().code() == roce::util::Code::kProtocol);
+        CHECK_THAT(r.status().message(), contains_text(why));
+    };
+    refused(std::vector<uint8_t>(b.begin(), b.begin() + 15), "DC sender trailer of 15 bytes");
+    std::vector<uint8_t> longer = b;
+    longer.push_back(0);
+    refused(longer, "DC sender trailer of 17 bytes");
+    for (size_t i = 10; i < kDcSenderSize; ++i) {
+        std::vector<uint8_t> bad = b;
+        bad[i] = 1;
+        refused(bad, "reserved byte " + std::to_string(i) + " set");
+    }
+    std::vector<uint8_t> bad = b;
+    std::fill(bad.begin(), bad.begin() + 8, 0);
+    refused(bad, "names process 0");
+    bad = b;
+    bad[8] = 16;
+    refused(bad, "names port 16: at most 16 ports");
+    bad = b;
+    bad[9] = 1; // port 271
+    refused(bad, "names port 271");
+}
+
 TEST_CASE("wire: forwarded fragment header round trip and every refusal", "[btl][wire]") {
     ForwardHeader h;
     h.tag = 0x41;
