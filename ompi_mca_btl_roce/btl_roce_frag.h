@@ -116,6 +116,9 @@ struct alignas(64) RdmaOp {
     uint32_t chunks_left = 0; ///< striped parent: chunks not completed yet
     int status = 0;           ///< OPAL code; a striped parent keeps the first error
     RdmaOp *next_retry = nullptr; ///< link in the endpoint's queue of ops to post again
+    /// DC: error completions this operation (or chunk) has had
+    /// (data/dc_rdma.cc: a read or write is posted again once).
+    uint8_t dc_errors = 0;
 };
 
 } // namespace roce::btl

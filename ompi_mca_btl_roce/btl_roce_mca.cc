@@ -211,9 +211,8 @@ int register_params() noexcept {
             "connections: a connection and a queue pair per peer and path) or dc (mlx5's "
             "Dynamically Connected transport: one DC target and btl_roce_dc_dcis initiators per "
             "port, whatever the number of peers; on a device without DC a warning and RC). Two "
-            "processes use DC between them only when both chose it. In this build DC carries the "
-            "sends; RDMA and atomics still go over RC (btl_roce_verbose 10, with dc a warning, "
-            "says so).",
+            "processes use DC between them only when both chose it; btl_roce_verbose 10 says what "
+            "each port chose and why.",
             MCA_BASE_VAR_TYPE_INT, transports, OPAL_INFO_LVL_3, &p.transport);
         release_enum(transports);
         p.dc_peer_threshold = static_cast<int>(kDefaultDcPeerThreshold);

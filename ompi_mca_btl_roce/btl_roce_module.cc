@@ -329,21 +329,19 @@ Result<std::unique_ptr<Module>> Module::create(const PortPlan &plan, const Modul
         auto dc = make_dc(cfg, plan, m->env_, *m->dev_, log);
         if (dc) {
             m->dc_ = std::move(dc.value());
-            // Published, so both ends agree on DC (dc_with_peer). Sends
-            // go over it (data/dc_send.cc); RDMA and atomics do not yet.
+            // Published, so both ends agree on DC (dc_with_peer): sends,
+            // RDMA and atomics to such a peer go over it (data/dc_*.cc).
             tc.why += util::format("; DC target 0x%x and %zu initiators ready and published: "
-                                   "sends to peers with a DC target go over DC; RDMA and atomics "
-                                   "still over RC (this build, issue 19)",
+                                   "sends, RDMA and atomics to peers with a DC target go over DC",
                                    m->dc_->dct_number(), m->dc_->dcis());
         } else {
             // Nothing published: every peer uses RC with this port.
             tc.dc = false;
+            // Asked for with btl_roce_transport = dc, and not had.
+            tc.refused = cfg.transport.mode == TransportMode::kDc;
             tc.why +=
                 "; but its DC queues could not be made (" + dc.status().message() + "): using RC";
         }
-        // Asked for with btl_roce_transport = dc, and some of the data goes
-        // over RC.
-        tc.refused = cfg.transport.mode == TransportMode::kDc;
     }
     log.write(tc.refused ? util::LogLevel::kWarn : util::LogLevel::kInfo, "transport " + tc.why);
     RetirementConfig rc;

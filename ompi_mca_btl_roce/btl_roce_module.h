@@ -246,9 +246,8 @@ public:
     /// is not fully honoured. `dc` is set when the port chose DC and its DC
     /// queues (dc()) were made and are published in advert(); if they could
     /// not be made, `dc` is cleared and the line says why (RC, nothing
-    /// published). With `dc` set, sends to a peer that published a DC
-    /// target too go over DC; RDMA and atomics still go over RC (this
-    /// build, issue 19), and the line says so.
+    /// published). With `dc` set, sends, RDMA and atomics to a peer that
+    /// published a DC target too go over DC (DataPath, data/dc_*.cc).
     /// Immutable after create.
     const TransportChoice &transport() const { return transport_; }
     /// The port's DC target and initiators (data/dc_resources.h); nullptr

@@ -110,6 +110,9 @@ struct DcStats {
     uint64_t requeued = 0;          ///< sends put back after a DCI error, posted again
     uint64_t failed = 0;            ///< sends failed after their second error completion
     uint64_t recoveries = 0;        ///< DCIs brought back from ERR
+    uint64_t rdma = 0;              ///< RDMA reads, writes (chunks) and atomics completed over DC
+    uint64_t rdma_failed =
+        0; ///< of them failed (a read or write's second error, an atomic's first)
 };
 
 /// The data path of one module: sends (alloc, prepare_src, send, sendi and
@@ -366,6 +369,11 @@ private:
     void on_dc_send_completion(const ibv_wc &wc, Frag *f);
     void dc_maybe_recover(size_t dci);
     void handle_dc_recv(const ibv_wc &wc, uint32_t idx);
+    // DC RDMA and atomics (data/dc_rdma.cc), lock held.
+    util::Status dc_post_rdma(Endpoint &ep, RdmaOp *op);
+    util::Status dc_start_rdma(Endpoint &ep, RdmaOp *op, size_t size);
+    void dc_retry_rdma(Endpoint &ep);
+    void on_dc_rdma_completion(const ibv_wc &wc, RdmaOp *op);
 
     // RDMA (data/rdma.cc), lock held.
     util::Status post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op);

@@ -191,6 +191,7 @@ void DataPath::on_dc_send_completion(const ibv_wc &wc, Frag *f) {
         ++dc_stats_.sends;
         (void)ep.completed_.accept(f->seq);
         complete_frag(f, OPAL_SUCCESS);
+        dc_retry_rdma(ep);
         dc_drain(ep);
         return;
     }
@@ -236,6 +237,7 @@ void DataPath::dc_maybe_recover(size_t i) {
     for (auto &[name, ep] : dc_peers_) {
         if (ep->dc_.dci == i) {
             ep->dc_requeued_ = nullptr;
+            dc_retry_rdma(*ep);
             dc_drain(*ep);
         }
     }

@@ -63,7 +63,7 @@ Status DataPath::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
 }
 
 namespace {
-constexpr size_t kMaxRdmaChunks = 64; // per operation; bounds the op pool it takes
+constexpr size_t kMaxRdmaChunks = 64; // per operation; bounds the op pool it takes (also DC's)
 } // namespace
 
 // Posts an operation. A large read or write is cut into chunks of at most
@@ -143,7 +143,7 @@ Status DataPath::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
 
 // Common entry of put/get/atomics once the work request is described.
 Status DataPath::issue(Endpoint &ep, RdmaOp *op, size_t size) {
-    Status s = start_rdma(ep, op, size);
+    Status s = ep.dc() ? dc_start_rdma(ep, op, size) : start_rdma(ep, op, size);
     if (!s) {
         rdma_ops_.put(op);
         return s;
@@ -215,6 +215,9 @@ Status DataPath::ready_for_rdma(Endpoint &ep, const char *what) {
         return Status(Code::kUnavailable,
                       util::format("%s to %s: the peer has failed", what, ep.label.c_str()));
     }
+    if (ep.dc()) {
+        return Status::ok(); // no connection (data/dc_rdma.cc)
+    }
     if (ep.state != EpState::kConnected) {
         host_.start_connect(ep);
         return retry_later(); // the caller retries after progress
@@ -284,6 +287,10 @@ Status DataPath::atomic(Endpoint *ep, void *local_address, uint64_t remote_addre
 
 void DataPath::on_rdma_completion(const ibv_wc &wc) {
     RdmaOp *op = wr_ptr<RdmaOp>(wc.wr_id);
+    if (dc_ != nullptr && dci_by_qpn_.count(wc.qp_num) != 0) {
+        on_dc_rdma_completion(wc, op); // data/dc_rdma.cc
+        return;
+    }
     Endpoint &ep = *op->ep;
     Endpoint *owner = nullptr;
     Path *path = account_completion(wc.qp_num, &owner);
