@@ -211,6 +211,7 @@ void DataPath::on_dc_send_completion(const ibv_wc &wc, Frag *f) {
         (void)ep.completed_.accept(f->seq);
         complete_frag(f, OPAL_ERR_UNREACH);
         ep.state = EpState::kFailed;
+        ep.dc_requeued_ = nullptr; // fail_endpoint completes what it pointed into
         fail_endpoint(ep, util::format("DC sends to %s failed twice (%s): a wrong DC access key "
                                        "or an unreachable peer",
                                        ep.label.c_str(), ibv_wc_status_str(wc.status)));

@@ -2,9 +2,10 @@
 // The transport choice of whole modules over FakeVerbs (issue 19): what
 // each module decides at create from btl_roce_transport, the threshold, the
 // job size and the device, what it logs, the DC queues a port that chose DC
-// makes and publishes; and the DC data path's sends (data/dc_send.cc): both
-// ways in order and intact, the DCI per peer, a DCI error recovered, a
-// wrong key, and fragments that name no DC peer refused.
+// makes and publishes; and the DC data path (data/dc_send.cc, dc_rdma.cc):
+// sends both ways in order and intact, the DCI per peer, DCI errors
+// recovered, a wrong key, fragments that name no DC peer refused, put, get
+// and the atomics.
 #include <cerrno>
 #include <algorithm>
 #include <array>
@@ -436,6 +437,49 @@ TEST_CASE("btl dc e2e: a DCI error is recovered; nothing is lost or doubled",
     REQUIRE(f.send(0, 1, msg(0, 1, 6)) == OPAL_SUCCESS);
     f.run(10);
     CHECK(in_order(f, 1, 0) == expected(0, 1, 0, 7));
+    teardown(f);
+}
+
+TEST_CASE("btl dc e2e: a DCI error with several peers' sends on it loses and doubles nothing",
+          "[btl][e2e][dc][recover]") {
+    FabricOptions o = dc_fabric(4);
+    auto base = o.tweak;
+    o.tweak = [base](btl::ModuleConfig &c) {
+        base(c);
+        c.transport.dc_dcis = 1; // every peer on the one DCI
+    };
+    BtlFabric f(o);
+    f.add_all();
+    std::vector<SendResult> results(15);
+    for (int n = 0; n < 5; ++n) {
+        for (size_t j = 1; j < 4; ++j) {
+            REQUIRE(send_cb(f, 0, j, msg(0, j, n), results[static_cast<size_t>(n) * 3 + j - 1]) ==
+                    OPAL_SUCCESS);
+        }
+    }
+    const qp::DcInitiator &dci = f.procs[0]->module->dc()->dci(0);
+    REQUIRE(f.procs[0]->module->data_path().dci_outstanding(0) == 15);
+    // The first four reached their peers, their ACKs lost; the oldest
+    // completes in error, the other fourteen flush.
+    f.fake.break_qp(dci.qp().get(), IBV_WC_RETRY_EXC_ERR, 4);
+    f.run(30);
+    for (size_t j = 1; j < 4; ++j) {
+        CHECK(in_order(f, j, 0) == expected(0, j, 0, 5));
+    }
+    for (const auto &r : results) {
+        CHECK(r.calls == 1);
+        CHECK(r.status == OPAL_SUCCESS);
+    }
+    const btl::DcStats &st = f.procs[0]->module->dc_stats();
+    CHECK(st.errors == 1);
+    CHECK(st.requeued == 15);
+    CHECK(st.recoveries == 1);
+    uint64_t dups = 0;
+    for (size_t j = 1; j < 4; ++j) {
+        dups += f.procs[j]->module->dc_stats().duplicates;
+    }
+    CHECK(dups == 4); // the copies of the four that had arrived
+    CHECK(f.procs[0]->errors.empty());
     teardown(f);
 }
 
