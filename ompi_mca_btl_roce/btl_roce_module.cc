@@ -287,6 +287,16 @@ Result<std::unique_ptr<DcResources>> make_dc(const ModuleConfig &cfg, const Port
     dc.dci_params.rnr_retry = static_cast<uint8_t>(cfg.rnr_retry);
     int init_rd = dev.attr().max_qp_init_rd_atom > 16 ? 16 : dev.attr().max_qp_init_rd_atom;
     dc.dci_params.max_rd_atomic = static_cast<uint8_t>(init_rd > 0 ? init_rd : 1);
+    // On an mlx5 LAG with queue affinity (as the RC paths are pinned,
+    // connector/path_qps.cc), the DCIs take the bond's ports in turn. The
+    // device is asked (DC runs on mlx5 only, where mlx5dv answers).
+    mlx5dv_context dv{};
+    dv.comp_mask = MLX5DV_CONTEXT_MASK_NUM_LAG_PORTS;
+    if (cfg.lag_policy != LagPolicy::kOff && cfg.lag_policy != LagPolicy::kSport &&
+        env.verbs->mlx5dv_query_device(dev.context(), &dv) == 0 &&
+        (dv.comp_mask & MLX5DV_CONTEXT_MASK_NUM_LAG_PORTS) != 0 && dv.num_lag_ports > 1) {
+        dc.lag_ports = dv.num_lag_ports;
+    }
     return DcResources::create(*env.verbs, dev, plan.selection, env.snapshots, plan.privileged, dc,
                                log);
 }

@@ -2,6 +2,7 @@
 #include "data/dc_resources.h"
 
 #include "connection/manager.h"
+#include "qp/lag_port.h"
 #include "util/strings.h"
 
 namespace roce::btl {
@@ -28,7 +29,7 @@ DcResources::create(const verbs::VerbsApi &api, Device &dev, const select::Selec
     if (!st) {
         return std::move(st).with_context("DC target on " + sel.device);
     }
-    std::unique_ptr<DcResources> r(new DcResources(std::move(dct.value()), cfg));
+    std::unique_ptr<DcResources> r(new DcResources(api, std::move(dct.value()), cfg));
     r->dcis_.reserve(cfg.dcis);
     for (uint32_t i = 0; i < cfg.dcis; ++i) {
         auto dci = qp::DcInitiator::create(api, dev.context(), dev.pd(), dev.cq(), cfg.caps, sel,
@@ -43,8 +44,33 @@ DcResources::create(const verbs::VerbsApi &api, Device &dev, const select::Selec
                 util::format("DC initiator %u of %u (0x%x)", i + 1, cfg.dcis, dci->number()));
         }
         r->dcis_.push_back(std::make_unique<qp::DcInitiator>(std::move(dci.value())));
+        r->lag_ports_.push_back(0);
+        st = r->pin(i);
+        if (!st) {
+            return st;
+        }
     }
     return r;
+}
+
+Status DcResources::pin(size_t i) {
+    if (cfg_.lag_ports <= 1) {
+        return Status::ok();
+    }
+    qp::DcInitiator &d = *dcis_.at(i);
+    auto want = static_cast<uint8_t>(i % cfg_.lag_ports + 1);
+    auto got = qp::set_lag_port(*api_, d.qp().get(), d.number(), want);
+    if (!got) {
+        return got.status().with_context(
+            util::format("DC initiator %zu of %zu (0x%x)", i + 1, dcis_.size(), d.number()));
+    }
+    lag_ports_.at(i) = got->port;
+    return Status::ok();
+}
+
+Status DcResources::recover(size_t i) {
+    Status st = dcis_.at(i)->recover(cfg_.dci_params);
+    return st ? pin(i) : st;
 }
 
 DcResources::~DcResources() {

@@ -26,6 +26,9 @@ struct DcResourcesConfig {
     /// the DCT's (access flags, min_rnr_timer): the module's RC values.
     qp::QpParams dci_params;
     qp::QpParams dct_params = qp::dct_params();
+    /// The mlx5 LAG's ports when the DCIs are to be spread over them (queue
+    /// affinity: DCI i on port i % lag_ports + 1); 0 or 1: not pinned.
+    uint32_t lag_ports = 0;
 };
 
 /// The DC queues of one port (mlx5 DC, docs/architecture.md "DC"): one DC
@@ -46,10 +49,13 @@ public:
     /// Draws a random access key (64 bits from getrandom(2), never 0),
     /// creates the DCT on `dev`'s PD, SRQ and CQ and activates it
     /// (RESET -> INIT -> RTR, preflighted against `sel`), then creates
-    /// cfg.dcis DCIs and activates each to RTS. Errors: the key's (no
-    /// entropy), or the first creation or transition that failed, its
-    /// message naming the DCT or which DCI; whatever was made is destroyed
-    /// again (in the destructor's order).
+    /// cfg.dcis DCIs and activates each to RTS; on an mlx5 LAG
+    /// (cfg.lag_ports > 1) DCI i is then bound to LAG port i % lag_ports + 1
+    /// (qp::set_lag_port, read back), so that the DCIs - and the peers
+    /// hashed to them - spread over the bond's members. Errors: the key's
+    /// (no entropy), or the first creation, transition or LAG binding that
+    /// failed, its message naming the DCT or which DCI; whatever was made is
+    /// destroyed again (in the destructor's order).
     static util::Result<std::unique_ptr<DcResources>>
     create(const verbs::VerbsApi &api, Device &dev, const select::Selection &sel,
            qp::SharedSnapshotSource snapshots, bool privileged, const DcResourcesConfig &cfg,
@@ -68,8 +74,11 @@ public:
     /// The target (its QueuePair's state, for tests and diagnostics).
     const qp::DcTarget &target() const { return dct_; }
     /// Brings DCI `i` back from ERR (qp::DcInitiator::recover with the
-    /// parameters it was activated with); its work must have flushed.
-    [[nodiscard]] util::Status recover(size_t i) { return dcis_.at(i)->recover(cfg_.dci_params); }
+    /// parameters it was activated with, then its LAG port again: a
+    /// transition may reset it); its work must have flushed.
+    [[nodiscard]] util::Status recover(size_t i);
+    /// The LAG port DCI `i` is bound to (1-based; 0: not pinned).
+    uint8_t lag_port(size_t i) const { return lag_ports_.at(i); }
     /// Work requests one DCI takes at a time (its send queue).
     uint32_t dci_depth() const { return cfg_.caps.max_send_wr; }
     /// The pool: dcis() initiators, each at RTS after create.
@@ -78,8 +87,13 @@ public:
     const qp::DcInitiator &dci(size_t i) const { return *dcis_.at(i); }
 
 private:
-    DcResources(qp::DcTarget dct, const DcResourcesConfig &cfg) : cfg_(cfg), dct_(std::move(dct)) {}
+    DcResources(const verbs::VerbsApi &api, qp::DcTarget dct, const DcResourcesConfig &cfg)
+        : api_(&api), cfg_(cfg), dct_(std::move(dct)) {}
+    /// Binds DCI `i` to its LAG port (cfg_.lag_ports > 1), read back.
+    util::Status pin(size_t i);
+    const verbs::VerbsApi *api_;
     DcResourcesConfig cfg_;
+    std::vector<uint8_t> lag_ports_;
     qp::DcTarget dct_;
     std::vector<std::unique_ptr<qp::DcInitiator>> dcis_;
 };

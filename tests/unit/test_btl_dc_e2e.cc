@@ -483,6 +483,35 @@ TEST_CASE("btl dc e2e: a DCI error with several peers' sends on it loses and dou
     teardown(f);
 }
 
+TEST_CASE("btl dc e2e: on an mlx5 LAG the DCIs take its ports in turn, again after a recovery",
+          "[btl][e2e][dc][lag]") {
+    FabricOptions o = dc_fabric();
+    o.setup = [](FakeVerbs &fake) { fake.device("mlx5_bond_0").num_lag_ports = 2; };
+    BtlFabric f(o);
+    for (auto &p : f.procs) {
+        const btl::DcResources *dc = p->module->dc();
+        REQUIRE(dc != nullptr);
+        for (size_t i = 0; i < dc->dcis(); ++i) {
+            CHECK(dc->lag_port(i) == i % 2 + 1);
+            CHECK(f.fake.qp_lag_port(dc->dci(i).qp().get()) == i % 2 + 1);
+        }
+    }
+    f.add_all();
+    SendResult r;
+    REQUIRE(send_cb(f, 0, 1, msg(0, 1, 0), r) == OPAL_SUCCESS);
+    const size_t which = f.ep(0, 1).dc_route().dci;
+    const qp::DcInitiator &dci = dci_to(f, 0, 1);
+    f.fake.break_qp(dci.qp().get(), IBV_WC_RETRY_EXC_ERR, 0);
+    f.run(20);
+    CHECK(r.calls == 1);
+    CHECK(r.status == OPAL_SUCCESS);
+    CHECK(f.procs[0]->module->dc_stats().recoveries == 1);
+    // The reset cleared the binding; the recovery set it again.
+    CHECK(f.fake.qp_lag_port(dci.qp().get()) == which % 2 + 1);
+    CHECK(in_order(f, 1, 0) == expected(0, 1, 0, 1));
+    teardown(f);
+}
+
 TEST_CASE("btl dc e2e: a wrong key fails the send once and the peer, and the DCI serves the "
           "others",
           "[btl][e2e][dc][recover]") {
