@@ -371,6 +371,10 @@ private:
     /// Seconds on the injected clock.
     double clock() const { return env_.clock(); }
 
+    /// DataPathHost: a DC fragment from `name`, unknown here
+    /// (Connector::queue_lookup). Lock held.
+    bool dc_unknown_sender(uint64_t name) override { return conn_->queue_lookup(name); }
+
     /// `ep`'s peer published a DC target, as we did: its sends go over DC
     /// (the shared address handle to its GID, DataPath::add_dc_peer). Lock
     /// held.

@@ -84,9 +84,16 @@ void Module::resolve_lookups(const std::vector<uint64_t> &names) {
                          : Result<wire::ModexAddress>(Status(Code::kNotFound, "no such process"));
         OPAL_THREAD_LOCK(&lock_);
         std::string why = addr ? "" : addr.status().message();
-        if (endpoints_.by_name.count(name) == 0 &&
-            (!addr || conn_->add_endpoint(proc, *addr, &why) == nullptr)) {
+        Endpoint *made = nullptr;
+        if (endpoints_.by_name.count(name) == 0 && addr) {
+            made = conn_->add_endpoint(proc, *addr, &why);
+            if (made != nullptr && dc_ && dc_with_peer(true, made->peer_port())) {
+                add_dc_peer(*made); // delivers what it sent before, in order
+            }
+        }
+        if (endpoints_.by_name.count(name) == 0) {
             conn_->lookup_failed(name);
+            dp_->drop_dc_held(name);
             opal_process_name_t pn;
             pn.jobid = static_cast<opal_jobid_t>(name >> 32);
             pn.vpid = static_cast<opal_vpid_t>(name & 0xffffffffu);

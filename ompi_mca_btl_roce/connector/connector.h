@@ -108,6 +108,10 @@ public:
     std::vector<uint64_t> take_lookups();
     /// A queued name could not be made an endpoint: never looked up again.
     void lookup_failed(uint64_t name) { lookup_failed_.insert(name); }
+    /// A DC fragment names `name`, for which there is no endpoint: as for
+    /// an unknown requester (unknown_requester), a lookup is queued when it
+    /// may be a process of our job (true), else false.
+    bool queue_lookup(uint64_t name) { return unknown_requester(name); }
     /// The address handle DC work requests to `ep`'s peer name it with: one
     /// per remote GID, shared by every peer there (made on first use, with
     /// the checks of ensure_ah; destroyed with the Connector). Errors: as

@@ -85,6 +85,11 @@ public:
     /// rail (data/forward.cc, Module::forwarded). Called without the lock,
     /// from run_deferred; `data` is valid only during the call.
     virtual void forwarded(Endpoint &via, const uint8_t *data, size_t len) = 0;
+    /// A DC fragment names `name`, which has no endpoint here: true when it
+    /// may be a process of our job not added yet (Open MPI adds remote
+    /// processes lazily) and a lookup is queued, as for an unknown RC
+    /// requester (Connector::unknown_requester); false: not one of ours.
+    virtual bool dc_unknown_sender(uint64_t name) = 0;
 };
 
 /// What a module counts of a lost rail's traffic (issue 16), published with
@@ -110,6 +115,7 @@ struct DcStats {
     uint64_t requeued = 0;          ///< sends put back after a DCI error, posted again
     uint64_t failed = 0;            ///< sends failed after their second error completion
     uint64_t recoveries = 0;        ///< DCIs brought back from ERR
+    uint64_t held = 0;              ///< DC fragments held until their sender was added
     uint64_t rdma = 0;              ///< RDMA reads, writes (chunks) and atomics completed over DC
     uint64_t rdma_failed =
         0; ///< of them failed (a read or write's second error, an atomic's first)
@@ -326,8 +332,13 @@ public:
     /// pool: every send to a peer goes through one DCI, whose work requests
     /// execute in order, so the peer receives our sends in the order they
     /// were posted, as the PML needs; peers spread over the DCIs. A DC
-    /// fragment is accepted only from a peer added here. Lock held.
+    /// fragment is accepted only from a peer added here; what the peer sent
+    /// before it was added (held, see DcStats::held) is delivered now, in
+    /// order. Lock held.
     void add_dc_peer(Endpoint &ep, ibv_ah *ah);
+    /// `name` was looked up in vain: its held DC fragments are refused
+    /// (counted, their buffers reposted). Lock held.
+    void drop_dc_held(uint64_t name) { release_dc_held(name); }
     /// The DC counters. Lock held.
     const DcStats &dc_stats() const { return dc_stats_; }
     /// DCI `i`'s work requests in flight, and whether it waits for them to
@@ -369,6 +380,8 @@ private:
     void on_dc_send_completion(const ibv_wc &wc, Frag *f);
     void dc_maybe_recover(size_t dci);
     void handle_dc_recv(const ibv_wc &wc, uint32_t idx);
+    /// Runs the held fragments of `name` (now a DC peer) again, in order.
+    void release_dc_held(uint64_t name);
     // DC RDMA and atomics (data/dc_rdma.cc), lock held.
     util::Status dc_post_rdma(Endpoint &ep, RdmaOp *op);
     util::Status dc_start_rdma(Endpoint &ep, RdmaOp *op, size_t size);
@@ -445,6 +458,15 @@ private:
     std::unordered_map<uint32_t, size_t> dci_by_qpn_;
     /// The DC peers by process name (their port index is checked too).
     std::unordered_map<uint64_t, Endpoint *> dc_peers_;
+    /// DC fragments from a process of our job with no endpoint yet, held
+    /// (their SRQ buffers not reposted) until it is added (add_dc_peer) or
+    /// found not to be ours: at most kMaxDcHeld, in arrival order.
+    struct Held {
+        uint64_t name = 0;
+        ibv_wc wc{};
+    };
+    std::vector<Held> dc_held_;
+    static constexpr size_t kMaxDcHeld = 64;
     DcStats dc_stats_;
 };
 

@@ -69,6 +69,23 @@ void DataPath::add_dc_peer(Endpoint &ep, ibv_ah *ah) {
     r.dci = static_cast<uint32_t>(h % dcis_.size());
     ep.set_dc_route(r);
     dc_peers_[ep.name] = &ep;
+    release_dc_held(ep.name);
+}
+
+void DataPath::release_dc_held(uint64_t name) {
+    std::vector<Held> mine;
+    size_t keep = 0;
+    for (Held &h : dc_held_) {
+        if (h.name == name) {
+            mine.push_back(h);
+        } else {
+            dc_held_[keep++] = h;
+        }
+    }
+    dc_held_.resize(keep);
+    for (const Held &h : mine) {
+        handle_dc_recv(h.wc, static_cast<uint32_t>(wr_index(h.wc.wr_id)));
+    }
 }
 
 bool DataPath::dc_can_post(const Endpoint &ep) const {
@@ -273,6 +290,15 @@ void DataPath::handle_dc_recv(const ibv_wc &wc, uint32_t idx) {
         return;
     }
     auto it = dc_peers_.find(who->name);
+    if (it == dc_peers_.end() && dc_held_.size() < kMaxDcHeld &&
+        host_.dc_unknown_sender(who->name)) {
+        // Maybe a process of our job that Open MPI has not added here yet:
+        // kept, buffer and all, until it is (add_dc_peer) or the lookup
+        // fails (then refused below, as anyone unknown).
+        dc_held_.push_back(Held{who->name, wc});
+        ++dc_stats_.held;
+        return;
+    }
     if (it == dc_peers_.end() || it->second->port_index != who->port) {
         ++dc_stats_.refused_unknown;
         warn_limited("DC fragment from an unknown sender",

@@ -42,6 +42,10 @@ struct RecordingHost final : btl::DataPathHost {
     void forwarded(btl::Endpoint &, const uint8_t *, size_t len) override {
         calls.push_back("forwarded " + std::to_string(len));
     }
+    bool dc_unknown_sender(uint64_t name) override {
+        calls.push_back("dc_unknown_sender " + std::to_string(name));
+        return false;
+    }
 };
 
 /// What the PML's callbacks saw.

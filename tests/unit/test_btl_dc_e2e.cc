@@ -512,6 +512,44 @@ TEST_CASE("btl dc e2e: on an mlx5 LAG the DCIs take its ports in turn, again aft
     teardown(f);
 }
 
+TEST_CASE("btl dc e2e: sends from a peer not added yet are held until it is, then delivered in "
+          "order",
+          "[btl][e2e][dc][lazy]") {
+    BtlFabric f(dc_fabric(3));
+    std::vector<opal_proc_t *> all;
+    for (auto &p : f.procs) {
+        all.push_back(&p->proc);
+    }
+    // Processes 0 and 2 add everyone; process 1 only 0 and itself (Open MPI
+    // adds remote processes lazily).
+    for (size_t i : {size_t{0}, size_t{2}}) {
+        auto &p = f.procs[i];
+        p->eps.assign(all.size(), nullptr);
+        REQUIRE(p->btl()->btl_add_procs(p->btl(), all.size(), all.data(), p->eps.data(), nullptr) ==
+                OPAL_SUCCESS);
+    }
+    auto &p1 = f.procs[1];
+    p1->eps.assign(all.size(), nullptr);
+    REQUIRE(p1->btl()->btl_add_procs(p1->btl(), 2, all.data(), p1->eps.data(), nullptr) ==
+            OPAL_SUCCESS);
+    for (int n = 0; n < 5; ++n) {
+        REQUIRE(f.send(2, 1, msg(2, 1, n)) == OPAL_SUCCESS);
+    }
+    f.fake.run_dc(); // they arrive at process 1, which has no endpoint for 2
+    f.run(10);
+    CHECK(in_order(f, 1, 2) == expected(2, 1, 0, 5));
+    const btl::DcStats &st = p1->module->dc_stats();
+    CHECK(st.held == 5);
+    CHECK(st.received == 5);
+    CHECK(st.refused_unknown == 0);
+    // More from 2 goes straight in now, after what was held.
+    REQUIRE(f.send(2, 1, msg(2, 1, 5)) == OPAL_SUCCESS);
+    f.run(10);
+    CHECK(in_order(f, 1, 2) == expected(2, 1, 0, 6));
+    CHECK(st.held == 5);
+    teardown(f);
+}
+
 TEST_CASE("btl dc e2e: a wrong key fails the send once and the peer, and the DCI serves the "
           "others",
           "[btl][e2e][dc][recover]") {
@@ -787,5 +825,22 @@ TEST_CASE("btl dc e2e: RDMA flushed by a DCI error runs again; an atomic hit by 
     REQUIRE(f.send(0, 1, msg(0, 1, 0)) == OPAL_SUCCESS);
     f.run(10);
     CHECK(in_order(f, 1, 0) == expected(0, 1, 0, 1));
+    teardown(f);
+}
+
+TEST_CASE("btl dc e2e: held fragments of a process that is not ours are refused once looked up",
+          "[btl][e2e][dc][lazy]") {
+    BtlFabric f(dc_fabric(3));
+    f.add_all();
+    btl::Module &victim = *f.procs[1]->module;
+    {
+        // A name of our job (jobid 0x1234) beyond its size: not even looked up.
+        Forger forger(f, *f.procs[2]->module, f.ep(2, 1).path().dgid);
+        forger.send(dc_fragment("beyond-size", 0, {(uint64_t{0x1234} << 32) | 7, 0}),
+                    victim.dc()->dct_number(), victim.dc()->access_key());
+        f.run(10);
+    }
+    CHECK(victim.dc_stats().held == 0);
+    CHECK(victim.dc_stats().refused_unknown == 1);
     teardown(f);
 }
