@@ -166,6 +166,7 @@ TEST_CASE("btl rails: registering on one rail registers on every rail, the handl
     verbs::note_destroy_failure(0);
     BtlFabric f(two_rails());
     {
+        uint32_t copies[4] = {};
         {
             Buf a(rail(f, 0, 1), 5000, 1);
             // Rail 1 (port 1) registered it; rail 0 (port 0) has its own copy.
@@ -182,11 +183,19 @@ TEST_CASE("btl rails: registering on one rail registers on every rail, the handl
             CHECK(b.h->rails == 0x3u);
             CHECK(b.h->rail_rkey[0] == b.h->rkey);
             check_key(f, b.h->rail_rkey[1], true, rail(f, 0, 1), b);
-            REQUIRE(f.fake.mr_by_key(a.h->rail_rkey[0], true) != nullptr);
+            copies[0] = a.h->rail_rkey[0];
+            copies[1] = a.h->rail_lkey[0];
+            copies[2] = b.h->rail_rkey[1];
+            copies[3] = b.h->rail_lkey[1];
         }
-        // Both deregistered: no MR of them is left on either rail (only the
-        // modules' own slabs: as many as a process without user memory).
-        Buf c(rail(f, 1, 0), 64, 3); // the other process, for comparison below
+        // Both deregistered: their copies on the other rail are gone too.
+        CHECK(f.fake.mr_by_key(copies[0], true) == nullptr);
+        CHECK(f.fake.mr_by_key(copies[1], false) == nullptr);
+        CHECK(f.fake.mr_by_key(copies[2], true) == nullptr);
+        CHECK(f.fake.mr_by_key(copies[3], false) == nullptr);
+        // The same in the other process; registered again, the table is
+        // filled again.
+        Buf c(rail(f, 1, 0), 64, 3);
         const uint32_t c_sibling = c.h->rail_rkey[1];
         REQUIRE(f.fake.mr_by_key(c_sibling, true) != nullptr);
         REQUIRE(rail(f, 1, 0).base()->btl_deregister_mem(rail(f, 1, 0).base(), c.h) ==
@@ -196,7 +205,7 @@ TEST_CASE("btl rails: registering on one rail registers on every rail, the handl
                                                      64, MCA_BTL_REG_FLAG_ACCESS_ANY);
         REQUIRE(c.h != nullptr);
         CHECK(c.h->rails == 0x3u);
-        // A copy of the handle names only the keys it was given: nothing else.
+        // What the PML copies to the peer is the whole handle, table included.
         CHECK(sizeof(*c.h) == rail(f, 1, 0).base()->btl_registration_handle_size);
     } // the buffers are deregistered before the modules go
     teardown(f);
@@ -281,6 +290,13 @@ TEST_CASE("btl rails: a lost rail's puts and gets go over the other rail with th
         for (Op &o : ops) {
             CAPTURE(o.is_put, o.off, o.len);
             if (o.len == kBig) {
+                // The carrier's first path breaks under what it carries (the
+                // first in flight got through, its acknowledgement lost):
+                // those go back to rail 1 and are carried again, never lost
+                // nor completed twice.
+                f.run(1);
+                REQUIRE(g.ep(0, 0).path_at(0).tx.outstanding > 0);
+                f.fake.break_qp(g.ep(0, 0).path_at(0).qp->get(), IBV_WC_RETRY_EXC_ERR, 1);
                 REQUIRE(f.run_until([&] {
                     for (Op &p : ops) {
                         if (p.len != kBig && p.d.calls == 0) {
@@ -342,13 +358,15 @@ TEST_CASE("btl rails: a lost rail's puts and gets go over the other rail with th
         // 1 (50000: 4, 200000: 13, 2 MiB: 64).
         const uint64_t items = 1 + 2 * (1 + 1 + 1 + 4 + 13) + 64;
         CHECK(lost.rerouted_rdma == items);
-        CHECK(carrier.carried_rdma == lost.rerouted_rdma);
+        // Those the broken path held were posted again: counted twice there.
+        CHECK(carrier.carried_rdma > lost.rerouted_rdma);
+        CHECK(g.ep(0, 0).path_at(0).tx.stats.failovers >= 1);
         uint64_t bytes = 5000 + kBig;
         for (const Op &o : ops) {
             bytes += o.len == kBig ? 0 : o.len;
         }
         CHECK(lost.rerouted_rdma_bytes == bytes);
-        CHECK(carrier.carried_rdma_bytes == bytes);
+        CHECK(carrier.carried_rdma_bytes > bytes);
         CHECK(lost.carried_rdma == 0);
         CHECK(carrier.rerouted_rdma == 0);
         // Waiting: the atomic and the put to memory unkeyed on rail 0.
