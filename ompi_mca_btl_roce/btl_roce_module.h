@@ -415,6 +415,9 @@ private:
     void reroute();
     /// reroute's part for the puts and gets of `ep`, over `b`.
     void reroute_rdma(Endpoint &ep, Module &b);
+    /// The endpoint of this (carrying) module for `peer`, for carry and
+    /// carry_rdma; kUnavailable naming this rail when it has none. Takes the lock.
+    util::Status carrier_endpoint(uint64_t peer, Endpoint **ep);
     /// register_mem's part: the keys of the memory behind `h` on every
     /// sibling rail into h's table, once per handle held.
     void share_registration(mca_btl_base_registration_handle_t *h);

@@ -176,14 +176,22 @@ void Module::reroute_rdma(Endpoint &ep, Module &b) {
     }
 }
 
-Status Module::carry_rdma(uint64_t peer, const RdmaOp &origin, Module &from) {
+Status Module::carrier_endpoint(uint64_t peer, Endpoint **ep) {
     OPAL_THREAD_LOCK(&lock_);
     auto it = endpoints_.by_name.find(peer);
-    Endpoint *ep = it != endpoints_.by_name.end() ? it->second : nullptr;
+    *ep = it != endpoints_.by_name.end() ? it->second : nullptr;
     OPAL_THREAD_UNLOCK(&lock_);
-    if (ep == nullptr) {
+    if (*ep == nullptr) {
         return Status(Code::kUnavailable,
                       util::format("%s has no endpoint for that peer", rail_name_.c_str()));
+    }
+    return Status();
+}
+
+Status Module::carry_rdma(uint64_t peer, const RdmaOp &origin, Module &from) {
+    Endpoint *ep = nullptr;
+    if (Status s = carrier_endpoint(peer, &ep); !s) {
+        return s;
     }
     // port_index_ is set once at init, before any traffic.
     return dp_->carry_rdma(*ep, port_index_, origin, rdma_carried_cb, &from,
@@ -285,13 +293,9 @@ void Module::release_for_rail(mca_btl_base_registration_handle_t *handle) {
 
 Status Module::carry(uint64_t peer, const wire::ForwardHeader &hdr, const Frag &origin,
                      Module &from) {
-    OPAL_THREAD_LOCK(&lock_);
-    auto it = endpoints_.by_name.find(peer);
-    Endpoint *ep = it != endpoints_.by_name.end() ? it->second : nullptr;
-    OPAL_THREAD_UNLOCK(&lock_);
-    if (ep == nullptr) {
-        return Status(Code::kUnavailable,
-                      util::format("%s has no endpoint for that peer", rail_name_.c_str()));
+    Endpoint *ep = nullptr;
+    if (Status s = carrier_endpoint(peer, &ep); !s) {
+        return s;
     }
     return dp_->send_forward(*ep, hdr, origin, forward_sent, const_cast<Frag *>(&origin), &from);
 }
