@@ -19,6 +19,10 @@ void Module::read_counters(BtlCounters &out) {
     rc.forwarded_received = rs.forwarded_received;
     rc.forwarded_duplicates = rs.forwarded_duplicates;
     rc.forwarded_refused = rs.forwarded_refused;
+    rc.rerouted_rdma = rs.rerouted_rdma;
+    rc.rerouted_rdma_bytes = rs.rerouted_rdma_bytes;
+    rc.carried_rdma = rs.carried_rdma;
+    rc.carried_rdma_bytes = rs.carried_rdma_bytes;
     out.rails.push_back(rc);
     for (const auto &ep : endpoints_.all) {
         add_drops(out.cm_drops, ep->drops);

@@ -14,6 +14,15 @@ namespace roce::btl {
 
 class Endpoint;
 
+/// Rails (ports of a process) whose keys a registration handle carries
+/// (data/data_path.h): ports 0 .. kHandleRails - 1. The RDMA of a rail at a
+/// higher port index, or to memory a peer registered there, is never carried
+/// by another rail: it waits for its own, as without the table, and nothing
+/// else changes for it.
+inline constexpr unsigned kHandleRails = 4;
+/// The valid bits of a handle's `rails` mask.
+inline constexpr uint32_t kHandleRailMask = (1u << kHandleRails) - 1;
+
 /// What a work request id points at. Pointers are 8-byte aligned, so the
 /// low 3 bits of wr_id carry the kind; receive buffers use an index.
 enum class WrKind : uint64_t {
@@ -119,6 +128,19 @@ struct alignas(64) RdmaOp {
     /// DC: error completions this operation (or chunk) has had
     /// (data/dc_rdma.cc: a read or write is posted again once).
     uint8_t dc_errors = 0;
+    // A lost rail (data/rdma_carry.cc): the keys of the same memory on each
+    // rail of this process (local) and of the peer's (remote), copied from
+    // the handles when the operation was issued; bit p of the mask: valid.
+    uint32_t rail_lkey[kHandleRails] = {};
+    uint32_t rail_rkey[kHandleRails] = {};
+    uint32_t lkey_rails = 0;
+    uint32_t rkey_rails = 0;
+    /// Waits on its own rail's retry queue: the rail that would carry it has
+    /// no key for it (set by the origin module; cleared when posted).
+    bool stay = false;
+    /// A proxy: the operation of another rail of ours (on that rail's data
+    /// path) this one carries; its completion goes there (cbfunc).
+    RdmaOp *carried = nullptr;
 };
 
 } // namespace roce::btl

@@ -423,6 +423,18 @@ Module::~Module() {
     // buffers, PD, context). First of all, no sibling finds it any more.
     if (env_.rails) {
         env_.rails->leave(this);
+        // Our copies on the siblings still here go now; a sibling already
+        // gone released them with its registry.
+        for (auto &entry : rail_regs_) {
+            const RailRegs &r = entry.second;
+            for (unsigned p = 0; p < kHandleRails; ++p) {
+                Module *m = r.sibling[p] ? env_.rails->at_port(static_cast<uint16_t>(p)) : nullptr;
+                if (m != nullptr && m != this) {
+                    m->release_for_rail(r.sibling[p]);
+                }
+            }
+        }
+        rail_regs_.clear();
     }
     // The DCIs and the DCT first: their work names the Connector's
     // address handles, and they complete into the Device's CQ.
@@ -535,11 +547,15 @@ void Module::log_path_stats() {
     // A rail lost and survived (issue 16): what moved, whenever anything did
     // (at verbose 10, as the other info lines).
     const RailStats &rs = dp_->rail_stats();
-    if (rs.rerouted_sends + rs.carried_sends + rs.forwarded_received + rs.forwarded_refused > 0) {
+    if (rs.rerouted_sends + rs.carried_sends + rs.forwarded_received + rs.forwarded_refused +
+            rs.rerouted_rdma + rs.carried_rdma >
+        0) {
         log_.write(util::LogLevel::kInfo,
                    util::format("%s: %llu sends (%llu bytes) carried by another rail, %llu "
                                 "(%llu bytes) carried for another rail; %llu forwarded sends "
-                                "received, %llu duplicates dropped, %llu refused",
+                                "received, %llu duplicates dropped, %llu refused; %llu puts/gets "
+                                "(%llu bytes) carried by another rail, %llu (%llu bytes) for "
+                                "another rail",
                                 rail_name_.c_str(),
                                 static_cast<unsigned long long>(rs.rerouted_sends),
                                 static_cast<unsigned long long>(rs.rerouted_bytes),
@@ -547,7 +563,11 @@ void Module::log_path_stats() {
                                 static_cast<unsigned long long>(rs.carried_bytes),
                                 static_cast<unsigned long long>(rs.forwarded_received),
                                 static_cast<unsigned long long>(rs.forwarded_duplicates),
-                                static_cast<unsigned long long>(rs.forwarded_refused)));
+                                static_cast<unsigned long long>(rs.forwarded_refused),
+                                static_cast<unsigned long long>(rs.rerouted_rdma),
+                                static_cast<unsigned long long>(rs.rerouted_rdma_bytes),
+                                static_cast<unsigned long long>(rs.carried_rdma),
+                                static_cast<unsigned long long>(rs.carried_rdma_bytes)));
     }
     if (!log_.enabled(util::LogLevel::kInfo)) {
         return;
@@ -622,16 +642,20 @@ mca_btl_base_registration_handle_t *Module::register_mem(void *base, size_t size
         }
         return nullptr;
     }
+    share_registration(h); // the keys of the other rails (btl_roce_rails.cc)
     if (log_.enabled(util::LogLevel::kTrace)) {
         log_.write(util::LogLevel::kTrace,
-                   util::format("registered %p+%zu flags 0x%x: rkey 0x%x lkey 0x%x", base, size,
-                                flags, h->rkey, h->lkey));
+                   util::format("registered %p+%zu flags 0x%x: rkey 0x%x lkey 0x%x, rails 0x%x",
+                                base, size, flags, h->rkey, h->lkey, h->rails));
     }
     return h;
 }
 
 Status Module::deregister_mem(mca_btl_base_registration_handle_t *handle) {
     uint32_t rkey = handle != nullptr ? handle->rkey : 0; // the handle may be gone after
+    if (handle != nullptr) {
+        unshare_registration(handle);
+    }
     int rc = registry_->deregister_mem(handle);
     if (rc != OPAL_SUCCESS) {
         return Status(Code::kInternal,

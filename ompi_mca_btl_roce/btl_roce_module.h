@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -144,6 +145,17 @@ public:
                                                              uint32_t flags) = 0;
     /// Releases a handle of register_mem (an OPAL code).
     virtual int deregister_mem(mca_btl_base_registration_handle_t *handle) = 0;
+    /// Memory a registration covers, and its access (MCA_BTL_REG_FLAG_*).
+    struct Extent {
+        void *base = nullptr;
+        size_t size = 0;
+        uint32_t flags = 0;
+    };
+    /// What a live handle of register_mem covers (at least what was asked:
+    /// grdma rounds to pages and merges neighbours): what the module
+    /// registers on its sibling rails, so that their keys serve every user
+    /// of the handle. Thread-safe, as the rest.
+    virtual Extent extent(const mca_btl_base_registration_handle_t *handle) const = 0;
 };
 
 /// Everything a module takes from outside, so that N modules run in one
@@ -271,6 +283,21 @@ public:
     /// A send of ours that a sibling carried is done there (`status` an
     /// OPAL code): DataPath::forward_done under our lock.
     void forward_completed(Frag *f, int status);
+    /// Posts `origin` (a put or get of `from`'s endpoint for `peer`) on our
+    /// endpoint for `peer`, with the keys of this rail (DataPath::carry_rdma);
+    /// when that is done, `from` learns it (rdma_carried). retry_later()
+    /// when we cannot now; kUnavailable without an endpoint for `peer`;
+    /// kNotFound when the keys for this rail are missing (never carried here).
+    util::Status carry_rdma(uint64_t peer, const RdmaOp &origin, Module &from);
+    /// An RDMA operation of ours that a sibling carried is done there
+    /// (`status` an OPAL code): DataPath::carried_rdma_done under our lock.
+    void rdma_carried(RdmaOp *op, int status);
+    /// Registers [base, base + size) with our registry alone, for a sibling
+    /// whose registration it mirrors (register_mem); nullptr when it cannot
+    /// be. No lock of ours is taken.
+    mca_btl_base_registration_handle_t *register_for_rail(void *base, size_t size, uint32_t flags);
+    /// Releases a handle of register_for_rail; a refusal is logged (warn).
+    void release_for_rail(mca_btl_base_registration_handle_t *handle);
     /// A send of `sender`'s endpoint on this rail arrived over another rail
     /// (`via`, its label for messages): refused unless our endpoint for
     /// `sender` is the sender's port `hdr.origin_src_port`, else run
@@ -343,10 +370,16 @@ public:
     util::Status flush(Endpoint *ep) { return dp_->flush(ep); }
     /// Registers user memory (MemoryRegistry, without the lock); nullptr
     /// when it cannot be, reported once as "registration failed". Also what
-    /// the data path registers in-place sends with.
+    /// the data path registers in-place sends with. The handle's table gets
+    /// the keys of the same memory on every rail of the process (ports below
+    /// kHandleRails; register_for_rail of each sibling, once per handle of
+    /// our registry while it is held): what a sibling carries our RDMA with
+    /// when this rail loses a peer. A rail that cannot register it is left
+    /// out of the table.
     mca_btl_base_registration_handle_t *register_mem(void *base, size_t size,
                                                      uint32_t flags) override;
-    /// Releases a handle of register_mem (without the lock); kInternal,
+    /// Releases a handle of register_mem (without the lock), and with its
+    /// last holder its registrations on the sibling rails; kInternal,
     /// naming the handle and the registry's OPAL code, when the registry
     /// refused.
     util::Status deregister_mem(mca_btl_base_registration_handle_t *handle) override;
@@ -357,9 +390,8 @@ public:
     }
 
     /// Polls the completion queue and runs timers; returns the number of
-    /// completions handled. Cheap when idle: one ibv_poll_cq. Also what the
-    /// data path's flush waits with.
-    int progress() override;
+    /// completions handled. Cheap when idle: one ibv_poll_cq.
+    int progress();
 
     /// Appends this module's paths and connection-manager drops to `out`
     /// (btl_roce_counters.cc). Takes the module lock: any thread, never
@@ -392,6 +424,11 @@ private:
         conn_->manager().path_failed(ep, i, why);
     }
     void start_connect(Endpoint &ep) override { conn_->start_connect(ep); }
+    /// Our progress and our siblings' (they may be carrying our RDMA), each
+    /// without any module lock held: what flush waits with.
+    int flush_progress() override;
+    /// `ep` is in lost_ and a sibling rail reaches its peer (lock held).
+    bool can_carry(const Endpoint &ep) override;
     /// The first message on a path doubles as the RTU.
     void rc_message(Endpoint &ep, size_t i) override { conn_->manager().on_rc_message(ep, i); }
 
@@ -407,9 +444,21 @@ private:
     void reach_changed(Endpoint &ep, bool reached);
     /// Whether a sibling rail reaches `ep`'s peer now (lock held).
     bool reached_elsewhere(const Endpoint &ep) const;
-    /// Moves the waiting sends of the endpoints in lost_ to a sibling rail
-    /// that reaches their peer; called by progress without the lock.
+    /// Moves the waiting sends, puts and gets of the endpoints in lost_ to a
+    /// sibling rail that reaches their peer; called by progress without the
+    /// lock.
     void reroute();
+    /// reroute's part for the puts and gets of `ep`, over `b`.
+    void reroute_rdma(Endpoint &ep, Module &b);
+    /// The endpoint of this (carrying) module for `peer`, for carry and
+    /// carry_rdma; kUnavailable naming this rail when it has none. Takes the lock.
+    util::Status carrier_endpoint(uint64_t peer, Endpoint **ep);
+    /// register_mem's part: the keys of the memory behind `h` on every
+    /// sibling rail into h's table, once per handle held.
+    void share_registration(mca_btl_base_registration_handle_t *h);
+    /// deregister_mem's part: with the last holder of `h`, its registrations
+    /// on the sibling rails are released.
+    void unshare_registration(mca_btl_base_registration_handle_t *h);
     /// A forwarded fragment from `via` refused: counted, and one error line
     /// per sender per 10 s naming it. Lock held.
     void refuse_forwarded(const std::string &via, const std::string &why);
@@ -444,6 +493,19 @@ private:
     /// paths' QPs, the endpoints' addressing, UD recovery.
     std::unique_ptr<Connector> conn_;
     std::unique_ptr<MemoryRegistry> registry_;
+    /// Our registrations' copies on the sibling rails (register_mem): per
+    /// handle of registry_, how many register_mem calls hold it and the
+    /// sibling handles (by port index) to release with the last. Guarded by
+    /// reg_mu_, a lock of its own (the registry is used without the module
+    /// lock): never taken with the module lock, held while a sibling's
+    /// registry is called (which takes no lock of ours, and registry locks
+    /// are leaves), so there is no cycle.
+    struct RailRegs {
+        uint32_t refs = 0;
+        mca_btl_base_registration_handle_t *sibling[kHandleRails] = {};
+    };
+    std::mutex reg_mu_;
+    std::unordered_map<mca_btl_base_registration_handle_t *, RailRegs> rail_regs_;
     bool warned_registration_ = false;
     uint64_t progress_calls_ = 0;
     std::unique_ptr<netmon::EventQueue> netq_; ///< bond/address events (netmon)

@@ -5,8 +5,11 @@
 // carries their sends meanwhile (Rails), the warning when a rail is lost and
 // the line when it is back; and, on the receiving side, the kForward
 // fragments a sibling got: checked, then handed to the module of the rail
-// they were sent on. Two module locks are never held together: a module
-// calls a sibling only without its own lock.
+// they were sent on. The puts and gets of a lost endpoint go to the sibling
+// too (DataPath::carry_rdma), with the keys every registration has on every
+// rail (register_mem mirrors it on each sibling's registry). Two module
+// locks are never held together: a module calls a sibling only without its
+// own lock.
 #include "btl_roce_module.h"
 
 #include <algorithm>
@@ -29,6 +32,14 @@ void forward_sent(mca_btl_base_module_t *, mca_btl_base_endpoint_t *,
                   mca_btl_base_descriptor_t *des, int status) {
     auto *origin = static_cast<Module *>(des->des_context);
     origin->forward_completed(static_cast<Frag *>(des->des_cbdata), status);
+}
+
+/// A carried put or get is done on the carrying rail (its proxy's
+/// completion, run without its lock): tell the origin module.
+void rdma_carried_cb(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, void *,
+                     mca_btl_base_registration_handle_t *, void *context, void *cbdata,
+                     int status) {
+    static_cast<Module *>(context)->rdma_carried(static_cast<RdmaOp *>(cbdata), status);
 }
 
 } // namespace
@@ -118,18 +129,173 @@ void Module::reroute() {
             dp_->give_back(*ep, frags, k);
             OPAL_THREAD_UNLOCK(&lock_);
         }
+        reroute_rdma(*ep, *b);
+    }
+}
+
+void Module::reroute_rdma(Endpoint &ep, Module &b) {
+    std::vector<RdmaOp *> ops;
+    OPAL_THREAD_LOCK(&lock_);
+    auto it = std::find_if(lost_.begin(), lost_.end(), [&](const Lost &l) { return l.ep == &ep; });
+    if (it != lost_.end()) {
+        dp_->take_for_carrying(ep, kForwardBatch, ops);
+    }
+    OPAL_THREAD_UNLOCK(&lock_);
+    if (ops.empty()) {
+        return;
+    }
+    // Carried, or back on our queue: those b has no key for stay there
+    // until our rail returns; after a "not now" the rest waits for the next
+    // pass.
+    std::vector<RdmaOp *> back;
+    size_t k = 0;
+    for (; k < ops.size(); ++k) {
+        Status s = b.carry_rdma(ep.name, *ops[k], *this);
+        if (s) {
+            continue;
+        }
+        if (s.code() == Code::kNotFound) {
+            ops[k]->stay = true;
+            back.push_back(ops[k]);
+            if (log_.enabled(LogLevel::kDebug)) {
+                log_.write(LogLevel::kDebug, s.message() + "; it waits for " + rail_name_);
+            }
+            continue;
+        }
+        if (s.code() != Code::kResourceExhausted) {
+            log_.write(LogLevel::kDebug,
+                       "carrying RDMA over " + b.rail_name() + ": " + s.message());
+        }
+        break;
+    }
+    back.insert(back.end(), ops.begin() + static_cast<std::ptrdiff_t>(k), ops.end());
+    if (!back.empty()) {
+        OPAL_THREAD_LOCK(&lock_);
+        dp_->give_back_rdma(ep, back, 0);
+        OPAL_THREAD_UNLOCK(&lock_);
+    }
+}
+
+Status Module::carrier_endpoint(uint64_t peer, Endpoint **ep) {
+    OPAL_THREAD_LOCK(&lock_);
+    auto it = endpoints_.by_name.find(peer);
+    *ep = it != endpoints_.by_name.end() ? it->second : nullptr;
+    OPAL_THREAD_UNLOCK(&lock_);
+    if (*ep == nullptr) {
+        return Status(Code::kUnavailable,
+                      util::format("%s has no endpoint for that peer", rail_name_.c_str()));
+    }
+    return Status();
+}
+
+Status Module::carry_rdma(uint64_t peer, const RdmaOp &origin, Module &from) {
+    Endpoint *ep = nullptr;
+    if (Status s = carrier_endpoint(peer, &ep); !s) {
+        return s;
+    }
+    // port_index_ is set once at init, before any traffic.
+    return dp_->carry_rdma(*ep, port_index_, origin, rdma_carried_cb, &from,
+                           const_cast<RdmaOp *>(&origin));
+}
+
+void Module::rdma_carried(RdmaOp *op, int status) {
+    OPAL_THREAD_LOCK(&lock_);
+    dp_->carried_rdma_done(op, status);
+    OPAL_THREAD_UNLOCK(&lock_);
+}
+
+bool Module::can_carry(const Endpoint &ep) {
+    return env_.rails &&
+           std::any_of(lost_.begin(), lost_.end(), [&](const Lost &l) { return l.ep == &ep; }) &&
+           env_.rails->sibling(this, ep.name) != nullptr;
+}
+
+int Module::flush_progress() {
+    int n = progress();
+    if (env_.rails) {
+        for (const auto &member : env_.rails->members()) {
+            if (member.second != this) {
+                n += member.second->progress(); // it may be carrying our RDMA
+            }
+        }
+    }
+    return n;
+}
+
+void Module::share_registration(mca_btl_base_registration_handle_t *h) {
+    if (!env_.rails) {
+        return; // one rail: nothing to carry over
+    }
+    std::lock_guard<std::mutex> g(reg_mu_);
+    RailRegs &r = rail_regs_[h];
+    if (r.refs++ > 0) {
+        return; // the table is filled while the handle is held
+    }
+    h->rails = 0;
+    if (port_index_ < kHandleRails) {
+        h->rail_rkey[port_index_] = h->rkey;
+        h->rail_lkey[port_index_] = h->lkey;
+        h->rails |= 1u << port_index_;
+    }
+    // Whatever part of the registration a later user of the handle names,
+    // the siblings' keys must cover it: register its whole extent.
+    MemoryRegistry::Extent x = registry_->extent(h);
+    for (const auto &[port, m] : env_.rails->members()) {
+        if (m == this || port >= kHandleRails) {
+            continue;
+        }
+        mca_btl_base_registration_handle_t *sh = m->register_for_rail(x.base, x.size, x.flags);
+        if (sh == nullptr) {
+            continue; // that rail cannot carry RDMA of this memory
+        }
+        r.sibling[port] = sh;
+        h->rail_rkey[port] = sh->rkey;
+        h->rail_lkey[port] = sh->lkey;
+        h->rails |= 1u << port;
+    }
+}
+
+void Module::unshare_registration(mca_btl_base_registration_handle_t *h) {
+    RailRegs last;
+    {
+        std::lock_guard<std::mutex> g(reg_mu_);
+        auto it = rail_regs_.find(h);
+        if (it == rail_regs_.end() || --it->second.refs > 0) {
+            return;
+        }
+        last = it->second;
+        rail_regs_.erase(it);
+        h->rails = 0; // a registry may cache it and hand it out again
+    }
+    for (unsigned p = 0; p < kHandleRails; ++p) {
+        Module *m =
+            last.sibling[p] && env_.rails ? env_.rails->at_port(static_cast<uint16_t>(p)) : nullptr;
+        if (m != nullptr && m != this) {
+            m->release_for_rail(last.sibling[p]); // gone: released with its registry
+        }
+    }
+}
+
+mca_btl_base_registration_handle_t *Module::register_for_rail(void *base, size_t size,
+                                                              uint32_t flags) {
+    return registry_->register_mem(base, size, flags);
+}
+
+void Module::release_for_rail(mca_btl_base_registration_handle_t *handle) {
+    int rc = registry_->deregister_mem(handle);
+    if (rc != OPAL_SUCCESS) {
+        log_.write(LogLevel::kWarn,
+                   util::format("%s: releasing a registration made for another rail failed "
+                                "(OPAL code %d)",
+                                rail_name_.c_str(), rc));
     }
 }
 
 Status Module::carry(uint64_t peer, const wire::ForwardHeader &hdr, const Frag &origin,
                      Module &from) {
-    OPAL_THREAD_LOCK(&lock_);
-    auto it = endpoints_.by_name.find(peer);
-    Endpoint *ep = it != endpoints_.by_name.end() ? it->second : nullptr;
-    OPAL_THREAD_UNLOCK(&lock_);
-    if (ep == nullptr) {
-        return Status(Code::kUnavailable,
-                      util::format("%s has no endpoint for that peer", rail_name_.c_str()));
+    Endpoint *ep = nullptr;
+    if (Status s = carrier_endpoint(peer, &ep); !s) {
+        return s;
     }
     return dp_->send_forward(*ep, hdr, origin, forward_sent, const_cast<Frag *>(&origin), &from);
 }

@@ -32,7 +32,7 @@ struct PathCounters {
 };
 
 /// One module (rail) while another rail lost its peers or it lost its own
-/// (issue 16): the sends that moved between rails.
+/// (issue 16): the sends, puts and gets that moved between rails.
 struct RailCounters {
     uint16_t port_index = 0;          ///< the module (RoCE port) of this process
     uint64_t rerouted_sends = 0;      ///< its sends another rail carried
@@ -42,6 +42,10 @@ struct RailCounters {
     uint64_t forwarded_received = 0;  ///< carried sends of its peers delivered as its own
     uint64_t forwarded_duplicates = 0; ///< carried sends its window already had
     uint64_t forwarded_refused = 0;   ///< forwarded fragments refused (malformed, wrong rail)
+    uint64_t rerouted_rdma = 0;       ///< its puts/gets (or chunks) another rail carried
+    uint64_t rerouted_rdma_bytes = 0;
+    uint64_t carried_rdma = 0; ///< puts/gets (or chunks) of another rail it posted
+    uint64_t carried_rdma_bytes = 0;
 };
 
 /// Everything the btl counts in one process: the sum over its modules.

@@ -96,6 +96,15 @@ public:
             reinterpret_cast<Reg *>(reinterpret_cast<char *>(handle) - offsetof(Reg, handle));
         return rcache_->rcache_deregister(rcache_, &reg->base);
     }
+    Extent extent(const mca_btl_base_registration_handle_t *handle) const override {
+        const auto *reg = reinterpret_cast<const Reg *>(reinterpret_cast<const char *>(handle) -
+                                                        offsetof(Reg, handle));
+        Extent x;
+        x.base = reg->base.base;
+        x.size = static_cast<size_t>(reg->base.bound - reg->base.base) + 1; // bound: last byte
+        x.flags = static_cast<uint32_t>(reg->base.access_flags);
+        return x;
+    }
 
 private:
     static int reg_mem_cb(void *reg_data, void *base, size_t size,
@@ -116,6 +125,9 @@ private:
         if (reg->mr == nullptr) {
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
+        // The cache reuses its registration objects: no key of an earlier
+        // one, on any rail, may survive into this one.
+        reg->handle = mca_btl_base_registration_handle_t{};
         reg->handle.rkey = reg->mr->rkey;
         reg->handle.lkey = reg->mr->lkey;
         return OPAL_SUCCESS;

@@ -72,4 +72,14 @@ int Rails::port_of(const Module *m) const {
     return -1;
 }
 
+std::vector<std::pair<uint16_t, Module *>> Rails::members() const {
+    std::lock_guard<std::mutex> g(mu_);
+    std::vector<std::pair<uint16_t, Module *>> out;
+    out.reserve(rails_.size());
+    for (const Rail &r : rails_) {
+        out.emplace_back(r.port, r.module);
+    }
+    return out;
+}
+
 } // namespace roce::btl

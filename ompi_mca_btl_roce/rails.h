@@ -5,6 +5,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace roce::btl {
@@ -44,6 +45,8 @@ public:
     Module *at_port(uint16_t port_index) const;
     /// The port index `m` joined with (-1: not a member).
     int port_of(const Module *m) const;
+    /// Every rail now, with its port index, in the order they joined.
+    std::vector<std::pair<uint16_t, Module *>> members() const;
 
 private:
     struct Rail {

@@ -25,12 +25,28 @@
 #include "util/rate_limit.h"
 #include "util/status.h"
 
-/// What the PML copies onto the wire for RDMA: the remote key, and the local
-/// key for our own use.
+/// What the PML copies onto the wire for RDMA (btl_registration_handle_size
+/// bytes, as the registering process wrote them): the keys of the module
+/// the memory was registered with, and the keys of the same memory
+/// registered on each rail of that process, indexed by the rail's port
+/// index in its modex address (docs/architecture.md, "Losing a rail"):
+/// when a rail loses its peer, another rail carries its put and get with
+/// these. Bit p of `rails` says rail_rkey[p] and rail_lkey[p] are valid.
+/// From the wire nothing of it is trusted: a wrong key only makes the NIC
+/// refuse the access. Its size is a multiple of 8 (`reserved` pads it):
+/// osc/rdma places the lock words of a window right after a copy of it and
+/// changes them with 8-byte atomics, which the btl refuses when unaligned
+/// (a 44-byte handle hung osc/rdma under Open MPI 5.0).
 struct mca_btl_base_registration_handle_t {
     uint32_t rkey;
     uint32_t lkey;
+    uint32_t rail_rkey[roce::btl::kHandleRails];
+    uint32_t rail_lkey[roce::btl::kHandleRails];
+    uint32_t rails;    ///< bit p: the keys of port p are valid
+    uint32_t reserved; ///< zero: keeps the size a multiple of 8
 };
+static_assert(sizeof(mca_btl_base_registration_handle_t) % 8 == 0,
+              "osc/rdma's lock words follow a copy of the handle: keep it 8-byte aligned");
 
 namespace roce::btl {
 
@@ -56,8 +72,8 @@ struct DataPathConfig {
 /// side's reactions, the memory registry, and a full progress for flush.
 /// Called with the module lock held, except register_mem, deregister_mem
 /// (prepare_src and the release of an in-place send call them as the Module
-/// did: with or without it; the registry has its own lock) and progress
-/// (flush calls it without the lock).
+/// did: with or without it; the registry has its own lock) and
+/// flush_progress (flush calls it without the lock).
 class DataPathHost {
 public:
     virtual ~DataPathHost() = default;
@@ -76,9 +92,16 @@ public:
     /// Releases a handle of register_mem; an error says which handle and
     /// what the registry answered.
     virtual util::Status deregister_mem(mca_btl_base_registration_handle_t *handle) = 0;
-    /// One full progress of the module (completions, timers, callbacks):
-    /// what flush waits with. Called without the lock.
-    virtual int progress() = 0;
+    /// One full progress of the module (completions, timers, callbacks),
+    /// and of the rails that may carry its RDMA (a carried operation
+    /// completes on that rail's CQ): what flush waits with. Called without
+    /// the lock.
+    virtual int flush_progress() = 0;
+    /// `ep` has no live path, and another rail of this process reaches its
+    /// peer: its puts and gets wait on the retry queue, where the host takes
+    /// them to be carried by that rail (docs/architecture.md, "Losing a
+    /// rail"), instead of answering retry_later(). Lock held.
+    virtual bool can_carry(const Endpoint &ep) = 0;
     /// A wire::kForward fragment (`len` bytes after its FragHeader, not
     /// parsed yet: untrusted) arrived from `via`'s peer on this module and
     /// passed its window: the send of another rail it carries goes to that
@@ -102,6 +125,10 @@ struct RailStats {
     uint64_t forwarded_received = 0;   ///< forwarded sends delivered to the PML as ours
     uint64_t forwarded_duplicates = 0; ///< forwarded sends dropped: the window had them
     uint64_t forwarded_refused = 0;    ///< forwarded fragments refused (malformed, wrong rail)
+    uint64_t rerouted_rdma = 0;        ///< our puts/gets another rail carried (completed there)
+    uint64_t rerouted_rdma_bytes = 0;  ///< their bytes
+    uint64_t carried_rdma = 0;         ///< puts/gets of another rail of ours that we posted
+    uint64_t carried_rdma_bytes = 0;   ///< their bytes
 };
 
 /// What a module counts of its DC traffic (issue 19).
@@ -314,7 +341,36 @@ public:
     /// received from `ep` on this module. Without the lock; false when
     /// nobody registered `tag` (the caller warns).
     bool deliver(Endpoint &ep, uint8_t tag, const uint8_t *data, size_t len);
-    /// The counts of rerouted, carried and forwarded sends. Lock held.
+    // --- a lost rail's RDMA (data/rdma_carry.cc) -----------------------------
+    /// Takes up to `max` puts and gets waiting on `ep`'s retry queue (not
+    /// atomics, not those marked `stay`) for another rail to carry while
+    /// `ep` has no live path. Nothing when `ep` is connected or failed. They
+    /// stay counted as `ep`'s outstanding operations. Lock held.
+    void take_for_carrying(Endpoint &ep, size_t max, std::vector<RdmaOp *> &out);
+    /// Puts `ops[from..]` (taken by take_for_carrying and not carried) back
+    /// on `ep`'s retry queue (posted at once if `ep` is connected again).
+    /// Lock held.
+    void give_back_rdma(Endpoint &ep, const std::vector<RdmaOp *> &ops, size_t from);
+    /// Entry point (takes the lock): posts `origin` (a put or get of another
+    /// rail's endpoint for `ep`'s peer) on `ep` as a proxy operation of ours
+    /// (chunked and striped as our own), with the local key of our rail
+    /// `local_port` and the peer's remote key of the port `ep` is connected
+    /// to, both from `origin`'s tables. `cb` runs (without the lock, our btl)
+    /// with `cbcontext` and `cbdata` once the proxy is done, with OPAL_SUCCESS
+    /// or the error (the origin then waits again); nothing else of the
+    /// origin is touched. retry_later() when `ep` is not connected or has no
+    /// room or operation free; kNotFound when a table lacks the key needed
+    /// (the memory is not registered on that rail: never carried here).
+    util::Status carry_rdma(Endpoint &ep, uint16_t local_port, const RdmaOp &origin,
+                            mca_btl_base_rdma_completion_fn_t cb, void *cbcontext, void *cbdata);
+    /// An operation of ours that another rail carried is done there with
+    /// `status` (an OPAL code): on success it completes here (the caller's
+    /// callback, our btl and endpoint, once); otherwise it waits again on
+    /// the retry queue (posted at once if the endpoint is connected), or
+    /// fails with OPAL_ERR_UNREACH if the endpoint has failed. Lock held.
+    void carried_rdma_done(RdmaOp *op, int status);
+
+    /// The counts of rerouted, carried and forwarded sends and RDMA. Lock held.
     RailStats &rail_stats() { return rail_stats_; }
     const RailStats &rail_stats() const { return rail_stats_; }
 
@@ -390,13 +446,17 @@ private:
 
     // RDMA (data/rdma.cc), lock held.
     util::Status post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op);
-    util::Status start_rdma(Endpoint &ep, RdmaOp *op, size_t size);
-    util::Status issue(Endpoint &ep, RdmaOp *op, size_t size);
+    /// `queue_all`: post nothing, every chunk (or the whole) waits on the
+    /// retry queue (a lost rail's operation, for another rail to carry).
+    util::Status start_rdma(Endpoint &ep, RdmaOp *op, size_t size, bool queue_all = false);
+    util::Status issue(Endpoint &ep, RdmaOp *op, size_t size, bool queue_all = false);
     util::Status ready_for_rdma(Endpoint &ep, const char *what);
+    /// `carried`: set when `ep` is not connected but the host can carry
+    /// its RDMA (can_carry): the operation is made, to wait for a carrier.
     util::Result<RdmaOp *> new_rdma_op(Endpoint &ep, const char *what, void *local_address,
                                        mca_btl_base_registration_handle_t *local_handle,
                                        mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
-                                       void *cbdata);
+                                       void *cbdata, bool *carried = nullptr);
     /// `status` is an OPAL code, for the PML's callback.
     void rdma_done(RdmaOp *op, int status);
     void retry_rdma(Endpoint &ep);

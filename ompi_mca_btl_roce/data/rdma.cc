@@ -8,6 +8,7 @@
 #include "data/data_path.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "util/strings.h"
 
@@ -44,6 +45,7 @@ Status DataPath::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
         return retry_later();
     }
     op->path = static_cast<int>(i);
+    op->stay = false;
     if (op->parent != nullptr) {
         ++path.tx.chunks;
     }
@@ -64,27 +66,62 @@ Status DataPath::post_rdma_on(Endpoint &ep, size_t i, RdmaOp *op) {
 
 namespace {
 constexpr size_t kMaxRdmaChunks = 64; // per operation; bounds the op pool it takes (also DC's)
+
+// The keys of the same memory on every rail, for a carrier (a chunk has
+// its operation's).
+void copy_rail_keys(RdmaOp &to, const RdmaOp &from) {
+    std::copy(std::begin(from.rail_lkey), std::end(from.rail_lkey), std::begin(to.rail_lkey));
+    std::copy(std::begin(from.rail_rkey), std::end(from.rail_rkey), std::begin(to.rail_rkey));
+    to.lkey_rails = from.lkey_rails;
+    to.rkey_rails = from.rkey_rails;
+}
+
+// The rail keys of a handle (from the wire when remote: only the bits the
+// table has room for count).
+uint32_t rail_keys(const mca_btl_base_registration_handle_t *h, bool remote, uint32_t *out) {
+    if (h == nullptr) {
+        return 0;
+    }
+    const uint32_t *keys = remote ? h->rail_rkey : h->rail_lkey;
+    std::copy(keys, keys + kHandleRails, out);
+    return h->rails & kHandleRailMask;
+}
+
 } // namespace
 
 // Posts an operation. A large read or write is cut into chunks of at most
 // rdma_chunk bytes, spread over every path that can take one now; chunks no
 // path can take yet wait on the endpoint's retry queue and go out as earlier
 // ones complete. Called with the lock held and the endpoint connected;
-// retry_later() (nothing posted) when no path can take anything.
-Status DataPath::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
+// retry_later() (nothing posted) when no path can take anything. With
+// `queue_all` (the endpoint lost every path; another rail carries what
+// waits) it posts nothing: the chunks, or the operation, wait on the queue.
+Status DataPath::start_rdma(Endpoint &ep, RdmaOp *op, size_t size, bool queue_all) {
     std::vector<size_t> ready;
-    for (size_t k = 0; k < ep.paths_.size(); ++k) {
+    for (size_t k = 0; k < ep.paths_.size() && !queue_all; ++k) {
         size_t i = (ep.next_path_ + k) % ep.paths_.size();
         if (ep.paths_[i].state == PathState::kUp && ep.paths_[i].tx.sq_free > 0) {
             ready.push_back(i);
         }
     }
-    if (ready.empty() || inflight_ + ready.size() > max_inflight_) {
+    if (!queue_all && (ready.empty() || inflight_ + ready.size() > max_inflight_)) {
         return retry_later();
     }
+    auto queue_tail = [&ep] {
+        RdmaOp **t = &ep.rdma_retry_;
+        while (*t != nullptr) {
+            t = &(*t)->next_retry;
+        }
+        return t;
+    };
     bool data = op->opcode == IBV_WR_RDMA_READ || op->opcode == IBV_WR_RDMA_WRITE;
     bool stripe = data && ready.size() > 1 && size >= cfg_.stripe_min;
     if (!stripe && !(data && size > cfg_.rdma_chunk)) {
+        if (queue_all) {
+            op->next_retry = nullptr;
+            *queue_tail() = op;
+            return Status::ok();
+        }
         ep.next_path_ = static_cast<unsigned>(ready[0] + 1);
         return post_rdma_on(ep, ready[0], op);
     }
@@ -111,15 +148,13 @@ Status DataPath::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
         c->sge.length = static_cast<uint32_t>(len);
         c->remote_address = op->remote_address + off;
         c->rkey = op->rkey;
+        copy_rail_keys(*c, *op);
         parts.push_back(c);
     }
     op->chunks_left = static_cast<uint32_t>(parts.size());
     // Round-robin over the ready paths while they have room; the rest (and a
     // chunk whose path just failed) waits on the retry queue, in order.
-    RdmaOp **tail = &ep.rdma_retry_;
-    while (*tail != nullptr) {
-        tail = &(*tail)->next_retry;
-    }
+    RdmaOp **tail = queue_tail();
     size_t r = 0;
     for (RdmaOp *part : parts) {
         bool posted = false;
@@ -137,13 +172,15 @@ Status DataPath::start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
             tail = &part->next_retry;
         }
     }
-    ep.next_path_ = static_cast<unsigned>(ready[0] + 1);
+    if (!ready.empty()) {
+        ep.next_path_ = static_cast<unsigned>(ready[0] + 1);
+    }
     return Status::ok();
 }
 
 // Common entry of put/get/atomics once the work request is described.
-Status DataPath::issue(Endpoint &ep, RdmaOp *op, size_t size) {
-    Status s = ep.dc() ? dc_start_rdma(ep, op, size) : start_rdma(ep, op, size);
+Status DataPath::issue(Endpoint &ep, RdmaOp *op, size_t size, bool queue_all) {
+    Status s = ep.dc() ? dc_start_rdma(ep, op, size) : start_rdma(ep, op, size, queue_all);
     if (!s) {
         rdma_ops_.put(op);
         return s;
@@ -166,8 +203,9 @@ Status DataPath::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t r
                                    ep->label.c_str(), remote_handle ? "local" : "remote"));
     }
     OPAL_THREAD_LOCK(&lock_);
+    bool carried = false;
     Result<RdmaOp *> made =
-        new_rdma_op(*ep, what, local_address, local_handle, cbfunc, cbcontext, cbdata);
+        new_rdma_op(*ep, what, local_address, local_handle, cbfunc, cbcontext, cbdata, &carried);
     if (!made) {
         OPAL_THREAD_UNLOCK(&lock_);
         return made.status();
@@ -179,7 +217,12 @@ Status DataPath::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t r
     op->sge.lkey = local_handle ? local_handle->lkey : 0;
     op->remote_address = remote_address;
     op->rkey = remote_handle ? remote_handle->rkey : 0;
-    Status s = issue(*ep, op, size);
+    op->lkey_rails = rail_keys(local_handle, false, op->rail_lkey);
+    op->rkey_rails = rail_keys(remote_handle, true, op->rail_rkey);
+    // Without a live path but with a sibling rail that reaches the peer, the
+    // operation waits on the retry queue for that rail to carry it
+    // (data/rdma_carry.cc) instead of sending the PML away.
+    Status s = issue(*ep, op, size, carried);
     OPAL_THREAD_UNLOCK(&lock_);
     return s;
 }
@@ -190,10 +233,17 @@ Status DataPath::rdma(Endpoint *ep, bool is_put, void *local_address, uint64_t r
 Result<RdmaOp *> DataPath::new_rdma_op(Endpoint &ep, const char *what, void *local_address,
                                        mca_btl_base_registration_handle_t *local_handle,
                                        mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
-                                       void *cbdata) {
+                                       void *cbdata, bool *carried) {
     Status ready = ready_for_rdma(ep, what);
     if (!ready) {
-        return ready;
+        // Not failed, not connected: the connection is (re)started; with a
+        // sibling rail that reaches the peer the operation waits for it.
+        bool carry =
+            carried != nullptr && ready.code() == Code::kResourceExhausted && host_.can_carry(ep);
+        if (!carry) {
+            return ready;
+        }
+        *carried = true;
     }
     RdmaOp *op = rdma_ops_.get();
     if (op == nullptr) {
@@ -314,6 +364,12 @@ void DataPath::on_rdma_completion(const ibv_wc &wc) {
     if (path != nullptr && wc.status != IBV_WC_WR_FLUSH_ERR) {
         host_.path_failed(ep, static_cast<size_t>(op->path), wc_error(wc, "RDMA"));
     }
+    if (op->carried != nullptr) {
+        // Another rail's operation: it goes back there to wait, or to be
+        // carried again (data/rdma_carry.cc), never posted again here.
+        rdma_done(op, OPAL_ERR_TEMP_OUT_OF_RESOURCE);
+        return;
+    }
     bool atomic =
         op->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || op->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
     // A flushed request never started; a read or write may simply run again.
@@ -399,7 +455,7 @@ Status DataPath::flush(Endpoint *ep) {
         if (left == 0) {
             return Status::ok();
         }
-        (void)host_.progress(); // without the lock
+        (void)host_.flush_progress(); // without the lock
     }
 }
 

@@ -33,6 +33,7 @@ public:
         }
         auto r = std::make_unique<Reg>();
         r->mr = mr;
+        r->flags = flags;
         r->handle.rkey = mr->rkey;
         r->handle.lkey = mr->lkey;
         auto *h = &r->handle;
@@ -48,10 +49,23 @@ public:
         regs_.erase(it);
         return rc == 0 ? OPAL_SUCCESS : OPAL_ERROR;
     }
+    Extent extent(const mca_btl_base_registration_handle_t *h) const override {
+        Extent x;
+        auto it = regs_.find(const_cast<mca_btl_base_registration_handle_t *>(h));
+        if (it != regs_.end()) {
+            x.base = it->second->mr->addr;
+            x.size = it->second->mr->length;
+            x.flags = it->second->flags;
+        }
+        return x;
+    }
+    /// Registrations held now.
+    size_t live() const { return regs_.size(); }
 
 private:
     struct Reg {
         ibv_mr *mr = nullptr;
+        uint32_t flags = 0;
         mca_btl_base_registration_handle_t handle{};
     };
     btl::Device &dev_;

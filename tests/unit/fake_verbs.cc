@@ -786,6 +786,18 @@ size_t FakeVerbs::busy_deregs() const { return st_->busy_deregs; }
 
 size_t FakeVerbs::cq_depth(const ibv_cq *cq) const { return st_->cqs.at(cq)->wcs.size(); }
 
+const ibv_mr *FakeVerbs::mr_by_key(uint32_t key, bool remote, int *access) const {
+    for (const auto &[mr, obj] : st_->mrs) {
+        if ((remote ? obj->mr.rkey : obj->mr.lkey) == key) {
+            if (access != nullptr) {
+                *access = obj->access;
+            }
+            return &obj->mr;
+        }
+    }
+    return nullptr;
+}
+
 FakeContextObj::~FakeContextObj() {
     if (ctx.async_fd >= 0) {
         ::close(ctx.async_fd);

@@ -319,6 +319,9 @@ public:
     size_t busy_deregs() const;
     /// Completions waiting in `cq` (not consumed by poll_cq yet).
     size_t cq_depth(const ibv_cq *cq) const;
+    /// The live MR whose local (`remote`: remote) key is `key`, and its
+    /// access flags in *access; nullptr when none has it.
+    const ibv_mr *mr_by_key(uint32_t key, bool remote, int *access = nullptr) const;
 
     /// Implementation state (fake_verbs_state.h); not for tests.
     struct State;

@@ -35,10 +35,11 @@ struct RecordingHost final : btl::DataPathHost {
         calls.push_back("deregister_mem");
         return util::Status::ok();
     }
-    int progress() override {
+    int flush_progress() override {
         calls.push_back("progress");
         return 0;
     }
+    bool can_carry(const btl::Endpoint &) override { return false; }
     void forwarded(btl::Endpoint &, const uint8_t *, size_t len) override {
         calls.push_back("forwarded " + std::to_string(len));
     }
@@ -155,7 +156,9 @@ TEST_CASE("DataPath: work for a closed endpoint starts its connection", "[btl][d
     CHECK(back == nullptr);
 
     // RDMA is refused until the endpoint is connected, and starts it too.
-    mca_btl_base_registration_handle_t h{1, 2};
+    mca_btl_base_registration_handle_t h{};
+    h.rkey = 1;
+    h.lkey = 2;
     uint64_t word = 0;
     CHECK(answer(b.dp->rdma(&b.ep(), true, &word, 0x1000, &h, &h, 8, nullptr, nullptr, nullptr)) ==
           kRetry);
@@ -193,7 +196,9 @@ TEST_CASE("DataPath: a failed endpoint completes what waits with UNREACH and tel
     CHECK(answer(refused) == kUnreach);
     CHECK(refused.message().find(b.ep().label) != std::string::npos); // names the peer
     CHECK(answer(b.dp->free_des(des)) == kOk);
-    mca_btl_base_registration_handle_t h{1, 2};
+    mca_btl_base_registration_handle_t h{};
+    h.rkey = 1;
+    h.lkey = 2;
     uint64_t word = 0;
     CHECK(answer(b.dp->rdma(&b.ep(), false, &word, 0x1000, &h, &h, 8, nullptr, nullptr, nullptr)) ==
           kUnreach);
@@ -217,7 +222,9 @@ TEST_CASE("DataPath: requests it cannot serve are refused before any state chang
     CHECK(b.dp->prepare_src(&b.ep(), nullptr, MCA_BTL_NO_ORDER, 257, &size, 0) == nullptr);
     // Verbs atomics are 64-bit add and compare-and-swap, on an aligned,
     // registered target.
-    mca_btl_base_registration_handle_t h{1, 2};
+    mca_btl_base_registration_handle_t h{};
+    h.rkey = 1;
+    h.lkey = 2;
     uint64_t word = 0;
     CHECK(answer(b.dp->atomic(&b.ep(), &word, 0x1000, &h, &h, MCA_BTL_ATOMIC_AND, 1, 0, false,
                               nullptr, nullptr, nullptr)) ==

@@ -7,6 +7,7 @@
 #include "ompi_series.h"
 #include "opal/mca/btl/base/base.h"
 
+#include <cstddef>
 #include <cstdlib>
 #include <string>
 
@@ -88,4 +89,32 @@ TEST_CASE("btl defaults: 5.0's osc/rdma can use the btl's own RDMA", "[btl][para
     CHECK(btl::module_flags(MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE) ==
           (MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE));
 #endif
+}
+
+TEST_CASE("btl defaults: osc/rdma's lock words stay 8-byte aligned", "[btl][params][rails]") {
+    // osc/rdma (5.0, allocate_state_shared) lays its shared segment out as
+    // the rank array (8-byte entries: node id, rank), one region
+    // {int64 base, int64 len, btl_registration_handle_size bytes of handle},
+    // then each process's state, whose lock words it changes with the btl's
+    // 8-byte atomics: state_base = local_rank_array_size + 16 +
+    // btl_registration_handle_size. The btl refuses an atomic on an address
+    // that is not 8-byte aligned, and a 44-byte handle made osc/rdma spin on
+    // that refusal forever.
+    mca_btl_base_module_t t;
+    btl::btl_defaults(t, nullptr);
+    REQUIRE(mca_btl_base_param_verify(&t) == OPAL_SUCCESS);
+    const size_t handle_size = t.btl_registration_handle_size;
+    CHECK(handle_size == sizeof(mca_btl_base_registration_handle_t));
+    CHECK(handle_size <= MCA_BTL_REG_HANDLE_MAX_SIZE);
+    for (size_t ranks = 1; ranks <= 9; ++ranks) {
+        CAPTURE(ranks, handle_size);
+        const size_t local_rank_array_size = 8 * ranks;
+        const size_t region_size = 16 + handle_size;
+        const size_t state_base = local_rank_array_size + region_size;
+        CHECK(state_base % 8 == 0);
+        // The region array of a dynamic window: each region carries a copy.
+        CHECK((local_rank_array_size + 3 * region_size) % 8 == 0);
+    }
+    // Every key of every rail of the table is in what is copied.
+    CHECK(offsetof(mca_btl_base_registration_handle_t, rails) + sizeof(uint32_t) <= handle_size);
 }
