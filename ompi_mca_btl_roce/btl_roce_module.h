@@ -308,6 +308,9 @@ public:
     /// Follows `m`'s events about this port's netdevs from now on (checked
     /// in progress() with one atomic load; see on_net_events()).
     void follow(netmon::Monitor &m);
+    /// Handles `events` as if the monitor had queued them (takes the lock):
+    /// for a caller with another source of events, such as a test.
+    void net_events(const std::vector<netmon::Event> &events);
 
     // --- BTL interface (btl_roce_module.cc) -------------------------------
     // Errors are util::Status; the C function table maps each to an OPAL
@@ -466,6 +469,7 @@ private:
     // Progress and events (btl_roce_progress.cc, btl_roce_netmon.cc), lock held.
     void log_path_stats();
     void on_net_events();
+    void handle_net_events(const std::vector<netmon::Event> &events);
 
     mca_btl_roce_module_t c_;
     PortPlan plan_;
@@ -510,6 +514,7 @@ private:
     uint64_t progress_calls_ = 0;
     std::unique_ptr<netmon::EventQueue> netq_; ///< bond/address events (netmon)
     double readdress_at_ = 0;       ///< > 0: choose addresses again at this time
+    bool port_down_ = false;        ///< the device said our port went down, not up since
 
     std::string rail_name_;         ///< "device:port"
     TransportChoice transport_;     ///< RC or DC, and why (immutable after create)

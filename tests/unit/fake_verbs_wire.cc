@@ -339,6 +339,10 @@ size_t FakeVerbs::run_rc() {
                 bool cut = r != nullptr && q.qp.context != r->qp.context &&
                            (FakeOps::device_of(q.qp.context).link_down ||
                             FakeOps::device_of(r->qp.context).link_down);
+                if (cut && (FakeOps::device_of(q.qp.context).link_retrying ||
+                            FakeOps::device_of(r->qp.context).link_retrying)) {
+                    break; // still retrying: no completion yet
+                }
                 if (r == nullptr || r->kind != FakeQpKind::kRC || !ready(*r) || cut) {
                     // Nobody answers (or the cable of either end is pulled).
                     fail_front(*this, q, IBV_WC_RETRY_EXC_ERR);
