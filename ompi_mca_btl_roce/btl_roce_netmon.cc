@@ -91,12 +91,16 @@ void Module::handle_net_events(const std::vector<netmon::Event> &events) {
     if (port < 0) {
         std::string why = rail_name_ + " went down (the device reported IBV_EVENT_PORT_ERR)";
         size_t peers = conn_->port_state(false, why);
-        if (!port_down_) {
+        if (!port_down_ && peers > 0) {
             log_.write(LogLevel::kWarn,
                        util::format("%s; the paths to %zu peer(s) another rail reaches failed "
                                     "at once, their traffic moves there until this port is "
                                     "back",
                                     why.c_str(), peers));
+        } else if (!port_down_) {
+            log_.write(LogLevel::kWarn,
+                       why + "; no other rail of this process reaches its peers: their paths "
+                             "stay and retry (a short flap heals)");
         }
         port_down_ = true;
     } else if (port > 0 && port_down_) {
