@@ -305,6 +305,9 @@ public:
     /// received here. `payload` holds hdr.length bytes.
     void receive_forwarded(uint64_t sender, const std::string &via,
                            const wire::ForwardHeader &hdr, const uint8_t *payload);
+    /// Sends `hdr` (a wire::ForwardKind::kPortDown notice of another rail
+    /// of ours, no payload) to `peer` over this rail. Errors: as carry.
+    util::Status carry_notice(uint64_t peer, const wire::ForwardHeader &hdr);
     /// Follows `m`'s events about this port's netdevs from now on (checked
     /// in progress() with one atomic load; see on_net_events()).
     void follow(netmon::Monitor &m);
@@ -470,6 +473,16 @@ private:
     void log_path_stats();
     void on_net_events();
     void handle_net_events(const std::vector<netmon::Event> &events);
+    /// A peer to tell, over a sibling rail, that our port went down: its
+    /// name and its port index on this rail.
+    struct PortDownNotice {
+        uint64_t peer = 0;
+        uint16_t peer_port = 0;
+    };
+    /// Tells each of `peers` over a sibling rail that our port went down
+    /// (btl_roce_rails.cc); those without a free slot wait for the next
+    /// pass. Without the lock.
+    void tell_port_down(const std::vector<PortDownNotice> &peers);
 
     mca_btl_roce_module_t c_;
     PortPlan plan_;
@@ -515,6 +528,7 @@ private:
     std::unique_ptr<netmon::EventQueue> netq_; ///< bond/address events (netmon)
     double readdress_at_ = 0;       ///< > 0: choose addresses again at this time
     bool port_down_ = false;        ///< the device said our port went down, not up since
+    std::vector<PortDownNotice> notify_down_; ///< sent by progress() without the lock
 
     std::string rail_name_;         ///< "device:port"
     TransportChoice transport_;     ///< RC or DC, and why (immutable after create)

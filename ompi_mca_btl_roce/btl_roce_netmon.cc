@@ -90,7 +90,13 @@ void Module::handle_net_events(const std::vector<netmon::Event> &events) {
     }
     if (port < 0) {
         std::string why = rail_name_ + " went down (the device reported IBV_EVENT_PORT_ERR)";
-        size_t peers = conn_->port_state(false, why);
+        std::vector<Endpoint *> failed;
+        size_t peers = conn_->port_state(false, why, &failed);
+        // Their side may not see it (a switch between us): tell them over
+        // the rail that now carries their traffic (progress, unlocked).
+        for (const Endpoint *ep : failed) {
+            notify_down_.push_back(PortDownNotice{ep->name, ep->port_index});
+        }
         if (!port_down_ && peers > 0) {
             log_.write(LogLevel::kWarn,
                        util::format("%s; the paths to %zu peer(s) another rail reaches failed "

@@ -143,8 +143,14 @@ public:
     /// the other rail now, not after every QP's retries have run out; a peer
     /// nothing else reaches keeps its QPs, which ride out a short flap by
     /// retransmitting. Up: paths waiting to reconnect try now. Returns the
-    /// number of peers whose paths failed (0 when up).
-    size_t port_state(bool active, const std::string &why);
+    /// number of peers whose paths failed (0 when up), and adds them to
+    /// `failed` when given.
+    size_t port_state(bool active, const std::string &why,
+                      std::vector<Endpoint *> *failed = nullptr);
+    /// `ep`'s peer told us (over another rail) that its port of this rail
+    /// went down: the paths to it fail now, quietly (their retries would
+    /// take seconds to find out). Returns how many failed.
+    size_t peer_port_down(Endpoint &ep, const std::string &why);
 
     /// Finalize: every QP retired, drained for at most a second, destroyed;
     /// their QPN entries unmapped.

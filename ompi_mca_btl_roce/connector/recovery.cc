@@ -97,7 +97,7 @@ void Connector::check_ud() {
                             dev_.name().c_str(), dev_.ud_qp()->qp_num, dev_.ud_recoveries()));
 }
 
-size_t Connector::port_state(bool active, const std::string &why) {
+size_t Connector::port_state(bool active, const std::string &why, std::vector<Endpoint *> *failed) {
     size_t peers = 0;
     for (auto &ep : eps_.all) {
         if (ep->is_self()) {
@@ -107,9 +107,16 @@ size_t Connector::port_state(bool active, const std::string &why) {
             cm_->port_up(*ep);
         } else if (reached_elsewhere(*ep) && cm_->port_down(*ep, why) > 0) {
             ++peers;
+            if (failed != nullptr) {
+                failed->push_back(ep.get());
+            }
         }
     }
     return peers;
+}
+
+size_t Connector::peer_port_down(Endpoint &ep, const std::string &why) {
+    return ep.is_self() ? 0 : cm_->port_down(ep, why);
 }
 
 void Connector::retire_all() {

@@ -347,7 +347,8 @@ TEST_CASE("btl rails: the port of a rail goes down (PORT_ERR): its paths fail at
         rail(f, i, 1).net_events({port_event("mlx5_bond_1", IBV_EVENT_PORT_ACTIVE)});
     }
     REQUIRE(f.run_until([&] { return g.rail_up(1); }, 20, 0.01));
-    CHECK(f.log.contains("mlx5_bond_1:1 is active again (IBV_EVENT_PORT_ACTIVE): reconnecting now"));
+    CHECK(
+        f.log.contains("mlx5_bond_1:1 is active again (IBV_EVENT_PORT_ACTIVE): reconnecting now"));
     uint64_t rerouted = g.counters(0, 1).rerouted_sends;
     uint64_t rail1_before = g.path_bytes(0, 1);
     g.burst(1, 600, 10);
@@ -357,6 +358,43 @@ TEST_CASE("btl rails: the port of a rail goes down (PORT_ERR): its paths fail at
     CHECK(g.path_bytes(0, 1) > rail1_before);
     CHECK(f.procs[0]->errors.empty());
     CHECK(f.procs[1]->errors.empty());
+    teardown(f);
+}
+
+TEST_CASE("btl rails: only one side sees its port go down (a switch between): the peer "
+          "learns it from a notice over the other rail and moves its traffic at once",
+          "[btl][e2e][rails][railfail][portdown]") {
+    verbs::note_destroy_failure(0);
+    BtlFabric f(two_rails());
+    Rig g(f);
+    auto &dev1 = f.fake.device("mlx5_bond_1");
+    g.burst(0, 0, 4);
+    g.burst(1, 100, 4);
+    REQUIRE(f.run_until([&] { return g.all_arrived() && g.rail_up(0) && g.rail_up(1); }));
+
+    // Process 0's cable on rail 1 is pulled at the switch: its device
+    // reports PORT_ERR, process 1's port stays up and its QPs would retry
+    // for seconds before they found out.
+    dev1.link_down = true;
+    dev1.link_retrying = true;
+    g.burst(1, 200, 6);
+    f.run(5);
+    rail(f, 0, 1).net_events({port_event("mlx5_bond_1", IBV_EVENT_PORT_ERR)});
+    REQUIRE(f.run_until([&] { return g.ep(1, 1).state == btl::EpState::kConnecting; }, 50));
+    CHECK(f.log.contains("mlx5_bond_1:1: rank 0 "));
+    CHECK(f.log.contains("that its port went down: 1 path(s) to it failed at once"));
+    CHECK(g.counters(1, 1).port_down_notices == 1);
+    CHECK(g.counters(0, 1).port_down_notices == 0);
+    // Both sides' rail-1 traffic, the sends in flight included, arrives
+    // over rail 0, once; no QP ran out of retries.
+    g.burst(1, 300, 6);
+    REQUIRE(f.run_until([&] { return g.all_arrived(); }, 200));
+    g.check_delivery();
+    CHECK_FALSE(f.log.contains("retry counter exceeded"));
+    CHECK(g.counters(1, 1).rerouted_sends >= 6);
+    CHECK(g.counters(0, 1).forwarded_refused == 0);
+    CHECK(g.counters(1, 1).forwarded_refused == 0);
+    CHECK(g_failed.empty());
     teardown(f);
 }
 
