@@ -88,6 +88,13 @@ struct Rig {
             }
         }
     }
+    /// `count` sends each way on both rails, numbered from 0 (rail 0) and
+    /// 100 (rail 1), all arrived, both rails up.
+    void warm_up(int count) {
+        burst(0, 0, count);
+        burst(1, 100, count);
+        REQUIRE(f.run_until([&] { return all_arrived() && rail_up(0) && rail_up(1); }));
+    }
     bool all_arrived() {
         return f.procs[0]->received.size() == sent[0].size() &&
                f.procs[1]->received.size() == sent[1].size();
@@ -291,9 +298,7 @@ TEST_CASE("btl rails: the port of a rail goes down (PORT_ERR): its paths fail at
     BtlFabric f(two_rails());
     Rig g(f);
     auto &dev1 = f.fake.device("mlx5_bond_1");
-    g.burst(0, 0, 4);
-    g.burst(1, 100, 4);
-    REQUIRE(f.run_until([&] { return g.all_arrived() && g.rail_up(0) && g.rail_up(1); }));
+    g.warm_up(4);
     g.check_delivery();
 
     // The cables of rail 1 are pulled with sends in flight. On hardware
@@ -368,9 +373,7 @@ TEST_CASE("btl rails: only one side sees its port go down (a switch between): th
     BtlFabric f(two_rails());
     Rig g(f);
     auto &dev1 = f.fake.device("mlx5_bond_1");
-    g.burst(0, 0, 4);
-    g.burst(1, 100, 4);
-    REQUIRE(f.run_until([&] { return g.all_arrived() && g.rail_up(0) && g.rail_up(1); }));
+    g.warm_up(4);
 
     // Process 0's cable on rail 1 is pulled at the switch: its device
     // reports PORT_ERR, process 1's port stays up and its QPs would retry
@@ -404,9 +407,7 @@ TEST_CASE("btl rails: a port that goes down with no other rail to the peer keeps
     verbs::note_destroy_failure(0);
     BtlFabric f(two_rails());
     Rig g(f);
-    g.burst(0, 0, 4);
-    g.burst(1, 100, 4);
-    REQUIRE(f.run_until([&] { return g.all_arrived() && g.rail_up(0) && g.rail_up(1); }));
+    g.warm_up(4);
     // Rail 0 is gone for good first: rail 1 is the only way to the peer.
     auto &dev0 = f.fake.device("mlx5_bond_0");
     dev0.link_down = true;
@@ -444,9 +445,7 @@ TEST_CASE("btl rails: with every rail down the peer fails after connect_timeout,
     verbs::note_destroy_failure(0);
     BtlFabric f(two_rails());
     Rig g(f);
-    g.burst(0, 0, 4);
-    g.burst(1, 100, 4);
-    REQUIRE(f.run_until([&] { return g.all_arrived() && g.rail_up(0) && g.rail_up(1); }));
+    g.warm_up(4);
     f.fake.device("mlx5_bond_0").link_down = true;
     f.fake.device("mlx5_bond_1").link_down = true;
     f.run(5);
@@ -473,9 +472,7 @@ TEST_CASE("btl rails: forwarded fragments naming the wrong rail or sender port, 
     verbs::note_destroy_failure(0);
     BtlFabric f(two_rails());
     Rig g(f);
-    g.burst(0, 0, 3);
-    g.burst(1, 100, 3);
-    REQUIRE(f.run_until([&] { return g.all_arrived() && g.rail_up(0) && g.rail_up(1); }));
+    g.warm_up(3);
     g.check_delivery();
     const size_t before = f.procs[1]->received.size();
 
