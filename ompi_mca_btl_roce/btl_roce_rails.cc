@@ -396,13 +396,13 @@ void Module::receive_forwarded(uint64_t sender, const std::string &via,
         // Only a process of the job, over its own connection, can say this
         // of itself; the worst a false one does is a reconnection.
         size_t n = conn_->peer_port_down(
-            *ep, util::format("%s said over %s that its port of this rail went down",
-                              ep->label.c_str(), via.c_str()));
+            *ep, util::format("%s said over another rail that its port of this rail went down",
+                              ep->label.c_str()));
         ++dp_->rail_stats().port_down_notices;
         log_.write(LogLevel::kInfo,
-                   util::format("%s: %s said over %s that its port went down: %zu path(s) to it "
-                                "failed at once",
-                                rail_name_.c_str(), ep->label.c_str(), via.c_str(), n));
+                   util::format("%s: %s said over another rail that its port went down: %zu "
+                                "path(s) to it failed at once",
+                                rail_name_.c_str(), ep->label.c_str(), n));
         OPAL_THREAD_UNLOCK(&lock_);
         return;
     }
