@@ -65,7 +65,9 @@ int Module::progress() {
     std::vector<uint64_t> lookups = conn_->take_lookups();
     bool lost = !lost_.empty();
     std::vector<PortDownNotice> notices;
-    notices.swap(notify_down_);
+    if (!notify_down_.empty()) {
+        notices.swap(notify_down_);
+    }
     OPAL_THREAD_UNLOCK(&lock_);
     if (!notices.empty()) {
         tell_port_down(notices); // before reroute: the peer moves its traffic too
