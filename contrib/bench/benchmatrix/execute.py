@@ -221,36 +221,43 @@ class Place:
             return False, "no rxe_bond0 device"
         return True, ""
 
+    def raw_pingpong(self, size, iters, port, logname):
+        """One ibv_rc_pingpong of `iters` round trips of `size` bytes: the server
+        on node2 (node1 itself for one guest), the client here. Returns rc, out,
+        err, secs of the client."""
+        opts = f"-d rxe_bond0 -g {self.gid} -p {port} -s {size} -n {iters} -e"
+        srv = f"timeout -k 5 240 ibv_rc_pingpong {opts}"
+        if self.place == "two":
+            server = subprocess.Popen(["ssh", "node2", srv], stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True)
+            peer = "node2"
+        else:
+            server = subprocess.Popen(["sh", "-c", srv], stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True)
+            peer = "127.0.0.1"
+        argv = ["timeout", "-k", "5", "240", "ibv_rc_pingpong"] + opts.split() + [peer]
+        rc, out, err, secs = 1, "", "", 0.0
+        for _ in range(30):  # until the server listens
+            time.sleep(1)
+            rc, out, err, s, _to = self._run(argv, {}, 260, logname)
+            secs += s
+            if rc == 0 or "Couldn't connect" not in (out + err):
+                break
+        try:
+            sout, _ = server.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            sout, _ = server.communicate()
+        with open(os.path.join(self.logdir, logname + ".server"), "w") as f:
+            f.write(f"$ {srv}\n{sout}")
+        return rc, out, err, secs
+
     def run_raw(self, rep):
         """ibv_rc_pingpong server (node2, or node1 for one guest) and client."""
         rows, secs_all, reasons = [], 0.0, []
         for i, (size, iters) in enumerate(plan.raw_sizes(self.quick)):
-            port = 18600 + rep * 10 + i
-            opts = f"-d rxe_bond0 -g {self.gid} -p {port} -s {size} -n {iters} -e"
-            srv = f"timeout -k 5 240 ibv_rc_pingpong {opts}"
-            if self.place == "two":
-                server = subprocess.Popen(["ssh", "node2", srv], stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, text=True)
-                peer = "node2"
-            else:
-                server = subprocess.Popen(["sh", "-c", srv], stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, text=True)
-                peer = "127.0.0.1"
-            argv = ["timeout", "-k", "5", "240", "ibv_rc_pingpong"] + opts.split() + [peer]
-            rc, out, err, secs = 1, "", "", 0.0
-            for _ in range(30):  # until the server listens
-                time.sleep(1)
-                rc, out, err, s, _to = self._run(argv, {}, 260, f"raw-rc.{size}.rep{rep}")
-                secs += s
-                if rc == 0 or "Couldn't connect" not in (out + err):
-                    break
-            try:
-                sout, _ = server.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                sout, _ = server.communicate()
-            with open(os.path.join(self.logdir, f"raw-rc.{size}.rep{rep}.server"), "w") as f:
-                f.write(f"$ {srv}\n{sout}")
+            rc, out, err, secs = self.raw_pingpong(size, iters, 18600 + rep * 10 + i,
+                                                   f"raw-rc.{size}.rep{rep}")
             secs_all += secs
             m = re.search(r"=\s*([0-9.]+)\s*usec/iter", out + err)
             mb = re.search(r"=\s*([0-9.]+)\s*Mbit/sec", out + err)
