@@ -321,6 +321,10 @@ def self_test():
         if got not in ("malformed", "other"):
             fails.append(f"frame cut at {cut} bytes parsed as {got!r}")
     check("IPv4 frame cut after UDP", parse_frame(0, 42, roce(a, b, 0x04)[:42]), "malformed")
+    # a later IPv4 fragment carries no UDP header: its bytes are not a BTH
+    frag = bytearray(roce(a, b, 0x04))
+    frag[14 + 6:14 + 8] = struct.pack("!H", 0x0010)  # fragment offset 16 (x 8 bytes)
+    check("later IPv4 fragment", parse_frame(0, len(frag), bytes(frag)), "other")
     # a phase whose opening marker is missing is refused
     try:
         split_phases(read_capture(_pcap([mk(8, 1), roce(a, b, 4), mk(8, 2)]))[0])
