@@ -48,11 +48,12 @@ class PcapError(ValueError):
 class Packet:
     """One RoCE v2 frame or one marker."""
 
-    __slots__ = ("ts", "src", "dst", "opcode", "wire_len", "marker")
+    __slots__ = ("ts", "src", "dst", "opcode", "wire_len", "marker", "qp", "psn")
 
-    def __init__(self, ts, src, dst, opcode, wire_len, marker=None):
+    def __init__(self, ts, src, dst, opcode, wire_len, marker=None, qp=None, psn=None):
         self.ts, self.src, self.dst = ts, src, dst
         self.opcode, self.wire_len, self.marker = opcode, wire_len, marker
+        self.qp, self.psn = qp, psn  # BTH destination QP and PSN (None: not captured)
 
     def __repr__(self):
         return (f"Packet({self.ts:.6f}, {self.src}->{self.dst}, op={self.opcode}, "
@@ -137,7 +138,11 @@ def parse_frame(ts, orig_len, frame):
             return "malformed"
         if not payload:  # the opcode byte was not captured
             return "malformed"
-        return Packet(ts, src, dst, payload[0], orig_len)
+        qp = psn = None
+        if len(payload) >= 12:
+            qp = int.from_bytes(payload[5:8], "big")
+            psn = int.from_bytes(payload[9:12], "big")
+        return Packet(ts, src, dst, payload[0], orig_len, qp=qp, psn=psn)
     if dport == MARKER_PORT and payload.startswith(MARKER_MAGIC):
         words = payload[len(MARKER_MAGIC):].split()
         if len(words) != 2 or not all(w.isdigit() for w in words):
@@ -173,11 +178,13 @@ def is_data(p):
 
 def phase_figures(packets):
     """Figures of one phase: frames, bytes on the wire (as captured: Ethernet
-    header to payload, no FCS), data-bearing frames, turns (how often the
-    sender of consecutive data-bearing frames changes; the first frame is not
-    a turn) and frames per opcode class."""
-    fig = {"pkts": 0, "bytes": 0, "data_pkts": 0, "turns": 0}
-    last = None
+    header to payload, no FCS), data-bearing frames, retransmitted frames (a
+    data-bearing frame whose sender, destination QP and PSN were seen before
+    in the phase: RC resends after a timeout or a NAK), turns (how often the
+    sender of consecutive data-bearing first transmissions changes; the first
+    frame is not a turn) and frames per opcode class."""
+    fig = {"pkts": 0, "bytes": 0, "data_pkts": 0, "turns": 0, "retx": 0}
+    last, seen = None, set()
     for p in packets:
         fig["pkts"] += 1
         fig["bytes"] += p.wire_len
@@ -186,6 +193,12 @@ def phase_figures(packets):
         if not is_data(p):
             continue
         fig["data_pkts"] += 1
+        if p.psn is not None:
+            key = (p.src, p.qp, p.psn)
+            if key in seen:
+                fig["retx"] += 1
+                continue
+            seen.add(key)
         if last is not None and p.src != last:
             fig["turns"] += 1
         last = p.src
@@ -238,8 +251,16 @@ def _eth_ipv6_udp(src_last, dst_last, dport, payload):
     return b"\x02" * 6 + b"\x04" * 6 + struct.pack("!H", 0x86DD) + ip
 
 
-def _bth(opcode):
-    return bytes([opcode]) + b"\x00" * 11 + b"\xaa" * 4  # BTH + a 4-byte ICRC
+_psn = [0]
+
+
+def _bth(opcode, psn=None):
+    """A BTH (QP 0x11, the next PSN unless given) + a 4-byte ICRC."""
+    if psn is None:
+        _psn[0] += 1
+        psn = _psn[0]
+    return (bytes([opcode]) + b"\x00" * 4 + b"\x00\x00\x11" + b"\x00" + psn.to_bytes(3, "big") +
+            b"\xaa" * 4)
 
 
 def _pcap(frames, big_endian=False, nsec=False):
@@ -276,7 +297,8 @@ def self_test():
         mk(8, 1),
         # 2N phase: two round trips; the second is a read rendezvous over IPv6
         roce(a, b, 0x04), roce(b, a, 0x04),
-        _eth_ipv6_udp(1, 2, ROCE_PORT, _bth(0x04)),  # RTS a->b
+        _eth_ipv6_udp(1, 2, ROCE_PORT, _bth(0x04, psn=7)),  # RTS a->b
+        _eth_ipv6_udp(1, 2, ROCE_PORT, _bth(0x04, psn=7)),  # ... resent: no turn
         _eth_ipv6_udp(2, 1, ROCE_PORT, _bth(0x0C)),  # read request b->a
         _eth_ipv6_udp(1, 2, ROCE_PORT, _bth(0x0D)),  # read response first a->b
         _eth_ipv6_udp(1, 2, ROCE_PORT, _bth(0x0F)),  # read response last a->b
@@ -297,9 +319,10 @@ def self_test():
         check("N phase bytes", f1["bytes"], 4 * 58 + 62)  # 14 + 20 + 8 + 16 (+ a tag)
         f2 = phase_figures(phases[(8, 2)])
         check("2N phase", (f2["pkts"], f2["data_pkts"], f2["turns"], f2["op_read_req"],
-                           f2["op_read_resp"]), (8, 7, 5, 1, 2))
+                           f2["op_read_resp"], f2["retx"]), (9, 8, 5, 1, 2, 1))
+        check("N phase retransmissions", f1["retx"], 0)
         rt = per_round_trip(phases, 8, 1)
-        check("per round trip", (rt["pkts"], rt["turns"]), (3.0, 4.0))
+        check("per round trip", (rt["pkts"], rt["turns"], rt["retx"]), (4.0, 4.0, 1.0))
     # strictness: every cut of the file's tail is refused, never half-read
     good = _pcap(frames[:3])
     for cut in (1, 5, 16, 17):
