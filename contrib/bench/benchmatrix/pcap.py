@@ -180,7 +180,9 @@ def phase_figures(packets):
     """Figures of one phase: frames, bytes on the wire (as captured: Ethernet
     header to payload, no FCS), data-bearing frames, retransmitted frames (a
     data-bearing frame whose sender, destination QP and PSN were seen before
-    in the phase: RC resends after a timeout or a NAK), turns (how often the
+    in the phase: RC resends after a timeout or a NAK; a read response's PSN
+    is in the requester's sequence, every other frame's in its sender's, so
+    the two are told apart), turns (how often the
     sender of consecutive data-bearing first transmissions changes; the first
     frame is not a turn) and frames per opcode class."""
     fig = {"pkts": 0, "bytes": 0, "data_pkts": 0, "turns": 0, "retx": 0}
@@ -194,7 +196,7 @@ def phase_figures(packets):
             continue
         fig["data_pkts"] += 1
         if p.psn is not None:
-            key = (p.src, p.qp, p.psn)
+            key = (p.src, p.qp, p.psn, cls == "read_resp")
             if key in seen:
                 fig["retx"] += 1
                 continue
@@ -300,8 +302,10 @@ def self_test():
         _eth_ipv6_udp(1, 2, ROCE_PORT, _bth(0x04, psn=7)),  # RTS a->b
         _eth_ipv6_udp(1, 2, ROCE_PORT, _bth(0x04, psn=7)),  # ... resent: no turn
         _eth_ipv6_udp(2, 1, ROCE_PORT, _bth(0x0C)),  # read request b->a
-        _eth_ipv6_udp(1, 2, ROCE_PORT, _bth(0x0D)),  # read response first a->b
-        _eth_ipv6_udp(1, 2, ROCE_PORT, _bth(0x0F)),  # read response last a->b
+        # the read responses carry the requester's PSNs: the first equals
+        # the RTS's (a's sequence), and is no retransmission
+        _eth_ipv6_udp(1, 2, ROCE_PORT, _bth(0x0D, psn=7)),  # read response first a->b
+        _eth_ipv6_udp(1, 2, ROCE_PORT, _bth(0x0F, psn=8)),  # read response last a->b
         _eth_ipv6_udp(2, 1, ROCE_PORT, _bth(OP_ACK)),
         _eth_ipv6_udp(2, 1, ROCE_PORT, _bth(0x04)),  # FIN b->a
         mk(8, 2),
