@@ -228,9 +228,14 @@ def split_phases(packets):
 
 
 def per_round_trip(phases, size, n):
-    """(F(2N) - F(N)) / N for every figure of the two phases of `size`."""
+    """(F(2N) - F(N)) / N for every figure of the two phases of `size`, and
+    retx_mean: the retransmissions of both phases over their 3N round trips.
+    Retransmissions come at random (a late ACK), not once per run, so the
+    difference can even be negative; their mean rate is the figure to read."""
     a, b = phase_figures(phases[(size, 1)]), phase_figures(phases[(size, 2)])
-    return {k: (b.get(k, 0) - a.get(k, 0)) / n for k in sorted(set(a) | set(b))}
+    out = {k: (b.get(k, 0) - a.get(k, 0)) / n for k in sorted(set(a) | set(b))}
+    out["retx_mean"] = (a["retx"] + b["retx"]) / (3 * n)
+    return out
 
 
 # ---- the self-test: a handmade capture -------------------------------------

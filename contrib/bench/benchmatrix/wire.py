@@ -49,7 +49,8 @@ from the capture (tcpdump on the host side of node1's bond members)
             beside it the minimum of the protocol seen: eager 2 (ping, pong),
             rendezvous 6 (3 one-way trips per message: RTS, read request, read
             response; or RTS, CTS, write)
-  retransmitted  data-bearing frames sent again (same sender, QP and PSN)
+  retransmitted  data-bearing frames sent again (same sender, QP and PSN), over
+            both phases / 3N (they come at random, so not (C(2N) - C(N)) / N)
   opcodes   frames per round trip by BTH opcode class (send, write, read_req,
             read_resp, ack, cnp), which says the protocol each transport used
 
@@ -353,7 +354,7 @@ def report(outdir, meta):
             c = counters.get((t, s))
             if not c:
                 continue
-            retx = caps.get((t, s), {}).get("retx")
+            retx = caps.get((t, s), {}).get("retx_mean")
             md.append(f"| {t} | {s:,} | {fmt(c['pkts'])} | {fmt(c['rcvd_pkts'])} | "
                       f"{fmt(retx, 2)} | {fmt(c['bytes'], 0)} | "
                       f"{fmt(ratio(t, s, 'pkts', 'ucx'), 2)} | "
@@ -375,7 +376,7 @@ def report(outdir, meta):
             ops = ", ".join(f"{k[3:]} {v:,.1f}" for k, v in sorted(cap.items())
                             if k.startswith("op_") and v)
             md.append(f"| {t} | {s:,} | {fmt(cap['turns'])} | {mn} | {proto} | "
-                      f"{fmt(cap['pkts'])} | {fmt(cap['retx'], 2)} | {fmt(cap['bytes'], 0)} | "
+                      f"{fmt(cap['pkts'])} | {fmt(cap['retx_mean'], 2)} | {fmt(cap['bytes'], 0)} | "
                       f"{ops} |")
     text = "\n".join(md) + "\n"
     with open(os.path.join(outdir, "wire.md"), "w") as f:
