@@ -331,7 +331,8 @@ def self_test():
                            f2["op_read_resp"], f2["retx"]), (9, 8, 5, 1, 2, 1))
         check("N phase retransmissions", f1["retx"], 0)
         rt = per_round_trip(phases, 8, 1)
-        check("per round trip", (rt["pkts"], rt["turns"], rt["retx"]), (4.0, 4.0, 1.0))
+        check("per round trip", (rt["pkts"], rt["turns"], rt["retx"], rt["retx_mean"]),
+              (4.0, 4.0, 1.0, 1 / 3))
     # strictness: every cut of the file's tail is refused, never half-read
     good = _pcap(frames[:3])
     for cut in (1, 5, 16, 17):

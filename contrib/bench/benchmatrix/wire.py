@@ -376,7 +376,8 @@ def report(outdir, meta):
             ops = ", ".join(f"{k[3:]} {v:,.1f}" for k, v in sorted(cap.items())
                             if k.startswith("op_") and v)
             md.append(f"| {t} | {s:,} | {fmt(cap['turns'])} | {mn} | {proto} | "
-                      f"{fmt(cap['pkts'])} | {fmt(cap['retx_mean'], 2)} | {fmt(cap['bytes'], 0)} | "
+                      f"{fmt(cap['pkts'])} | {fmt(cap['retx_mean'], 2)} | "
+                      f"{fmt(cap['bytes'], 0)} | "
                       f"{ops} |")
     text = "\n".join(md) + "\n"
     with open(os.path.join(outdir, "wire.md"), "w") as f:
