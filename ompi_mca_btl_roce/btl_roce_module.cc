@@ -32,7 +32,6 @@ double now_seconds() noexcept {
 namespace {
 
 Module *M(mca_btl_base_module_t *b) { return Module::from(b); }
-Endpoint *E(mca_btl_base_endpoint_t *e) { return Endpoint::from(e); }
 
 // The thunks: catch everything, never let an exception into Open MPI.
 template <typename F>
@@ -73,7 +72,7 @@ int t_finalize(mca_btl_base_module_t *b) {
 }
 mca_btl_base_descriptor_t *t_alloc(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e,
                                    uint8_t order, size_t size, uint32_t flags) {
-    return guarded([&] { return M(b)->alloc(E(e), order, size, flags); }, nullptr);
+    return guarded([&] { return M(b)->alloc(M(b)->endpoint(e), order, size, flags); }, nullptr);
 }
 int t_free(mca_btl_base_module_t *b, mca_btl_base_descriptor_t *d) {
     return guarded([&] { return answer(M(b), M(b)->free_des(d)); }, OPAL_ERROR);
@@ -81,18 +80,18 @@ int t_free(mca_btl_base_module_t *b, mca_btl_base_descriptor_t *d) {
 mca_btl_base_descriptor_t *t_prepare_src(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e,
                                          opal_convertor_t *c, uint8_t order, size_t reserve,
                                          size_t *size, uint32_t flags) {
-    return guarded([&] { return M(b)->prepare_src(E(e), c, order, reserve, size, flags); }, nullptr);
+    return guarded([&] { return M(b)->prepare_src(M(b)->endpoint(e), c, order, reserve, size, flags); }, nullptr);
 }
 int t_send(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, mca_btl_base_descriptor_t *d,
            mca_btl_base_tag_t tag) {
-    return guarded([&] { return answer(M(b), M(b)->send(E(e), d, tag)); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->send(M(b)->endpoint(e), d, tag)); }, OPAL_ERROR);
 }
 int t_sendi(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, opal_convertor_t *c, void *hdr,
             size_t hdr_size, size_t payload, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
             mca_btl_base_descriptor_t **d) {
     return guarded(
         [&] {
-            return answer(M(b), M(b)->sendi(E(e), c, hdr, hdr_size, payload, order, flags, tag, d));
+            return answer(M(b), M(b)->sendi(M(b)->endpoint(e), c, hdr, hdr_size, payload, order, flags, tag, d));
         },
         OPAL_ERR_OUT_OF_RESOURCE);
 }
@@ -102,7 +101,7 @@ int t_put(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uin
           void *data) {
     return guarded(
         [&] {
-            return answer(M(b), M(b)->rdma(E(e), true, local, remote, lh, rh, size, cb, ctx, data));
+            return answer(M(b), M(b)->rdma(M(b)->endpoint(e), true, local, remote, lh, rh, size, cb, ctx, data));
         },
         OPAL_ERROR);
 }
@@ -113,7 +112,7 @@ int t_get(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uin
     return guarded(
         [&] {
             return answer(M(b),
-                          M(b)->rdma(E(e), false, local, remote, lh, rh, size, cb, ctx, data));
+                          M(b)->rdma(M(b)->endpoint(e), false, local, remote, lh, rh, size, cb, ctx, data));
         },
         OPAL_ERROR);
 }
@@ -122,7 +121,7 @@ int t_aop(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, uint64_t remote,
           int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
     return guarded(
         [&] {
-            return answer(M(b), M(b)->atomic(E(e), nullptr, remote, nullptr, rh, op, operand, 0,
+            return answer(M(b), M(b)->atomic(M(b)->endpoint(e), nullptr, remote, nullptr, rh, op, operand, 0,
                                              false, cb, ctx, data));
         },
         OPAL_ERROR);
@@ -133,7 +132,7 @@ int t_afop(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, ui
            mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
     return guarded(
         [&] {
-            return answer(M(b), M(b)->atomic(E(e), local, remote, lh, rh, op, operand, 0, false, cb,
+            return answer(M(b), M(b)->atomic(M(b)->endpoint(e), local, remote, lh, rh, op, operand, 0, false, cb,
                                              ctx, data));
         },
         OPAL_ERROR);
@@ -144,13 +143,13 @@ int t_acswap(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, 
              mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
     return guarded(
         [&] {
-            return answer(M(b), M(b)->atomic(E(e), local, remote, lh, rh, 0, value, compare, true,
+            return answer(M(b), M(b)->atomic(M(b)->endpoint(e), local, remote, lh, rh, 0, value, compare, true,
                                              cb, ctx, data));
         },
         OPAL_ERROR);
 }
 int t_flush(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e) {
-    return guarded([&] { return answer(M(b), M(b)->flush(e ? E(e) : nullptr)); }, OPAL_ERROR);
+    return guarded([&] { return answer(M(b), M(b)->flush(M(b)->endpoint(e))); }, OPAL_ERROR);
 }
 mca_btl_base_registration_handle_t *t_register_mem(mca_btl_base_module_t *b,
                                                    mca_btl_base_endpoint_t *, void *base,
@@ -485,25 +484,18 @@ Status Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoi
     OPAL_THREAD_LOCK(&lock_);
     for (size_t i = 0; i < nprocs; ++i) {
         opal_process_name_t pn = procs[i]->proc_name;
-        uint64_t name = (static_cast<uint64_t>(pn.jobid) << 32) | pn.vpid;
-        Endpoint *ep = nullptr;
-        auto it = endpoints_.by_name.find(name);
-        if (it != endpoints_.by_name.end()) {
-            ep = it->second;
-        } else {
-            std::string why = addrs[i] ? "" : addrs[i].status().message();
-            ep = addrs[i] ? conn_->add_endpoint(procs[i], *addrs[i], &why) : nullptr;
-            if (ep != nullptr && dc_ && dc_with_peer(true, ep->peer_port())) {
-                add_dc_peer(*ep);
-            }
-            if (ep == nullptr) {
-                log_.write(util::LogLevel::kInfo,
-                           util::format("%s:%d cannot reach %s: %s", plan_.device.c_str(),
-                                        plan_.port, OPAL_NAME_PRINT(pn), why.c_str()));
-            }
+        std::string why = addrs[i] ? "" : addrs[i].status().message();
+        mca_btl_base_endpoint_t *h = known(pn);
+        if (h == nullptr && addrs[i]) {
+            h = add_peer(procs[i], *addrs[i], &why);
         }
-        endpoints[i] = ep ? ep->as_opal() : nullptr;
-        if (ep != nullptr && reachable != nullptr) {
+        if (h == nullptr) {
+            log_.write(util::LogLevel::kInfo,
+                       util::format("%s:%d cannot reach %s: %s", plan_.device.c_str(), plan_.port,
+                                    OPAL_NAME_PRINT(pn), why.c_str()));
+        }
+        endpoints[i] = h;
+        if (h != nullptr && reachable != nullptr) {
             opal_bitmap_set_bit(reachable, static_cast<int>(i));
         }
     }
@@ -511,17 +503,57 @@ Status Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoi
     return Status::ok();
 }
 
-void Module::add_dc_peer(Endpoint &ep) {
-    auto ah = conn_->dc_ah(ep);
-    if (!ah) {
-        // The peer sends to us over DC and we cannot answer: its fragments
-        // are refused here (not a DC peer), ours would go over RC.
-        log_.write(util::LogLevel::kWarn, "DC to " + ep.label + ": " + ah.status().message() +
-                                              "; this peer is not reached over DC");
-        return;
+mca_btl_base_endpoint_t *Module::known(const opal_process_name_t &pn) {
+    uint64_t name = (static_cast<uint64_t>(pn.jobid) << 32) | pn.vpid;
+    auto it = endpoints_.by_name.find(name);
+    if (it != endpoints_.by_name.end()) {
+        return it->second->as_opal();
     }
-    dp_->add_dc_peer(ep, *ah);
+    DcSlot *s = dp_->dc_slot(name);
+    return s != nullptr ? s->as_opal() : nullptr;
 }
+
+mca_btl_base_endpoint_t *Module::add_peer(opal_proc_t *proc, const wire::ModexAddress &addr,
+                                          std::string *why) {
+    auto pick = conn_->choose_port(addr, why);
+    if (!pick) {
+        return nullptr;
+    }
+    const wire::PortAdvert &pp = addr.ports[pick->port];
+    if (dc_ && dc_with_peer(true, pp)) {
+        // Over DC: a slot, and the address handle of the peer's GID (shared
+        // with every peer there); its Endpoint waits for its first use.
+        auto dest = conn_->dc_dest(pick->path);
+        if (dest) {
+            opal_process_name_t pn = proc->proc_name;
+            uint64_t name = (static_cast<uint64_t>(pn.jobid) << 32) | pn.vpid;
+            return dp_->add_dc_peer(name, proc, static_cast<uint16_t>(pick->port), pp, addr.token,
+                                    *dest)
+                .as_opal();
+        }
+        // The peer sends to us over DC and we cannot answer: its fragments
+        // are refused here (not a DC peer), ours go over RC.
+        log_.write(util::LogLevel::kWarn,
+                   util::format("DC to %s: %s; this peer is not reached over DC",
+                                OPAL_NAME_PRINT(proc->proc_name), dest.status().message().c_str()));
+    }
+    return conn_->add_endpoint_at(proc, addr, *pick)->as_opal();
+}
+
+Endpoint *Module::endpoint(mca_btl_base_endpoint_t *e) {
+    Endpoint *ep = Endpoint::from(e);
+    if (ep != nullptr || e == nullptr) {
+        return ep;
+    }
+    // A DC peer's first use: its Endpoint is made now.
+    auto *slot = static_cast<DcSlot *>(EndpointHandle::from(e));
+    OPAL_THREAD_LOCK(&lock_);
+    ep = &dp_->dc_endpoint(*slot);
+    OPAL_THREAD_UNLOCK(&lock_);
+    return ep;
+}
+
+Endpoint &Module::make_dc_endpoint(DcSlot &slot) { return conn_->make_dc_endpoint(slot); }
 
 Status Module::del_procs(size_t, opal_proc_t **, mca_btl_base_endpoint_t **) {
     // Endpoints live until finalize: a peer that reconnects (or a late

@@ -120,7 +120,8 @@ public:
     /// Delivers (and removes) datagram k of the wire; then progresses its receiver.
     bool deliver(size_t k);
 
-    btl::Endpoint &ep(size_t i, size_t j) { return *btl::Endpoint::from(procs[i]->eps[j]); }
+    /// Process i's Endpoint for j (a DC peer's is made now, as on its first use).
+    btl::Endpoint &ep(size_t i, size_t j) { return *procs[i]->module->endpoint(procs[i]->eps[j]); }
     /// True when i's endpoint for j is connected with every path up.
     bool all_up(size_t i, size_t j);
     /// btl_finalize of process i (its modules, every rail, are deleted), as MPI_Finalize
