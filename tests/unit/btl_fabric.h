@@ -93,6 +93,10 @@ public:
     /// ModuleEnv::report calls of every module: (help topic, detail).
     std::vector<std::pair<std::string, std::string>> reports;
 
+    /// The modex of processes that are not modules of the fabric (fake
+    /// peers, e.g. dc_memory_rig.h's thousands): asked by address() for a
+    /// proc the fabric does not know. May be unset.
+    std::function<util::Result<btl::wire::ModexAddress>(opal_proc_t *)> more_peers;
     // PeerDirectory: the modex as every process published it.
     util::Result<btl::wire::ModexAddress> address(opal_proc_t *proc) override;
     opal_proc_t *proc_for(uint64_t name) override;
