@@ -436,7 +436,26 @@ Module::~Module() {
         rail_regs_.clear();
     }
     // The DCIs and the DCT first: their work names the Connector's
-    // address handles, and they complete into the Device's CQ.
+    // address handles, and they complete into the Device's CQ. What is on
+    // the DCIs completes (or flushes back in error) before they go, and
+    // its callbacks run now, once: none after finalize.
+    if (dc_ && dp_) {
+        dp_->close_dc(1.0);
+        std::vector<DataPath::Deferred> todo;
+        dp_->take_deferred(todo);
+        // Completions only: receives and the error callback are not
+        // given to a PML that is finalizing.
+        std::vector<DataPath::Deferred> done;
+        for (DataPath::Deferred &d : todo) {
+            if (d.kind == DataPath::Deferred::Kind::kSendDone ||
+                d.kind == DataPath::Deferred::Kind::kRdmaDone) {
+                done.push_back(std::move(d));
+            }
+        }
+        if (!done.empty()) {
+            dp_->run_deferred(done);
+        }
+    }
     dc_.reset();
     if (conn_) {
         conn_->retire_all();

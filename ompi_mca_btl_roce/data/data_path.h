@@ -425,6 +425,20 @@ public:
     uint32_t dci_outstanding(size_t i) const { return dcis_.at(i).outstanding; }
     bool dci_broken(size_t i) const { return dcis_.at(i).broken; }
 
+    /// Finalize, before the DCIs are destroyed (data/dc_close.cc; takes the
+    /// lock): no DCI is posted to or recovered any more; DC sends and RDMA
+    /// waiting in their endpoints' queues complete with OPAL_ERR_UNREACH;
+    /// the CQ is polled until every DCI's work has completed, for at most
+    /// `limit_s` seconds of the clock, then each DCI still busy is moved
+    /// to ERR and its work flushes back (OPAL_ERR_UNREACH), for at most as
+    /// long again. Every DC operation completes exactly once (its callback
+    /// deferred: run_deferred runs it). Receives polled meanwhile are
+    /// dropped (the PML is finalizing). A DCI that never flushed is logged
+    /// (warn) with the count of its work requests.
+    void close_dc(double limit_s);
+    /// Work requests on the DCIs not completed yet. Lock held.
+    uint32_t dci_work() const;
+
     /// "<what> completion error on qpn 0x..: <status> (vendor error 0x..)".
     static std::string wc_error(const ibv_wc &wc, const char *what);
 
@@ -535,6 +549,7 @@ private:
         bool broken = false;      ///< an error completion came: recover once outstanding is 0
     };
     DcResources *dc_ = nullptr;
+    bool dc_closing_ = false; ///< close_dc: nothing posted on a DCI nor recovered
     uint64_t dc_name_ = 0;
     uint16_t dc_port_ = 0;
     std::vector<DciState> dcis_;
