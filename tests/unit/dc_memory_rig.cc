@@ -17,6 +17,9 @@ FabricOptions rig_options(bool dc) {
     o.procs = 1;
     o.tweak = [dc](btl::ModuleConfig &c) {
         c.transport.mode = dc ? btl::TransportMode::kDc : btl::TransportMode::kRc;
+        // The sizes a real job runs with (the MCA defaults), not the
+        // fabric's small ones: the per-process part of the measurement.
+        c.device = btl::DeviceConfig{};
     };
     return o;
 }

@@ -14,7 +14,8 @@
 
 namespace roce::testing {
 
-/// Process 0 of a job of `peers` + 1 processes, `per_node` of them on each
+/// Process 0 of a job of `peers` + 1 processes, its Device with the
+/// default sizes (btl::DeviceConfig, as the MCA parameters default), `per_node` of them on each
 /// node: the peers of one node share one GID (their modex names it), so a
 /// DC module makes one address handle per node. Each peer publishes the
 /// measured module's port advertisement with its node's GID and its own
