@@ -22,7 +22,7 @@ opal_process_name_t name_from(uint64_t v) {
 
 Endpoint::Endpoint(uint32_t seq_span, opal_proc_t *proc, uint64_t peer_name,
                    uint16_t peer_port_index, wire::PortAdvert peer_port, PathChoice path)
-    : EndpointHandle(Kind::kEndpoint), proc_(proc), peer_port_(std::move(peer_port)), path_(std::move(path)),
+    : proc_(proc), peer_port_(std::move(peer_port)), path_(std::move(path)),
       completed_(seq_span), received_(seq_span) {
     name = peer_name;
     port_index = peer_port_index;

@@ -5,7 +5,6 @@
 
 #include <infiniband/verbs.h>
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -84,51 +83,34 @@ struct DcRoute {
 
 class Endpoint;
 
-/// What Open MPI holds for a peer of a module (the opaque
-/// mca_btl_base_endpoint_t* of add_procs, and of every callback): a full
-/// Endpoint (RC peers), or a DcSlot (DC peers, whose Endpoint is made on
-/// first use). `kind` says which; Module::endpoint resolves either.
-struct EndpointHandle {
-    enum class Kind : uint8_t { kEndpoint, kDcSlot };
-    explicit EndpointHandle(Kind k) : kind(k) {}
-    Kind kind;
-
-    mca_btl_base_endpoint_t *as_opal() { return reinterpret_cast<mca_btl_base_endpoint_t *>(this); }
-    static EndpointHandle *from(mca_btl_base_endpoint_t *ep) {
-        return reinterpret_cast<EndpointHandle *>(ep);
-    }
-};
-
-/// A DC peer as add_procs leaves it (issue 19, flat per-peer memory): what
-/// reaching it over DC needs and nothing more - 48 bytes, kept in the data
-/// path's table by process name (DataPath::add_dc_peer). The address handle
-/// is shared by every peer at one remote GID (`dest`: an index into the
-/// Connector's DC destinations). No Endpoint (sequence windows, queues,
-/// label: some KiB) exists for it until the first send, RDMA or atomic to
-/// the peer, or the first fragment from it (DataPath::dc_endpoint), and it
-/// stays until finalize. Guarded by the module lock, except `full`, which
-/// is also read without it (atomic: set once, under the lock).
-struct DcSlot final : EndpointHandle {
-    DcSlot() : EndpointHandle(Kind::kDcSlot) {}
-    uint16_t port_index = 0; ///< the peer's port (index into its modex address)
-    uint16_t dci = 0;        ///< our DCI for it (a hash of its name and port)
-    uint32_t dest = 0;       ///< the Connector's DC destination (AH and addressing) of its GID
-    uint32_t dctn = 0;       ///< its DCT number (its modex)
-    uint64_t key = 0;        ///< its DC access key (its modex)
-    uint64_t token = 0;      ///< its connection token (its modex), for the Endpoint
-    opal_proc_t *proc = nullptr;
-    std::atomic<Endpoint *> full{nullptr}; ///< its Endpoint, once made (the module owns it)
-};
-static_assert(sizeof(DcSlot) <= 48, "a DC peer's slot stays a few tens of bytes");
+/// DC peers' handles (issue 19: flat per-peer memory). What add_procs
+/// gives Open MPI for a peer reached over DC is not an object of ours but
+/// the peer's opal_proc_t address with bit 0 set: Open MPI only stores the
+/// handle and passes it back (bml, ob1, osc/rdma never dereference a btl's
+/// endpoint), so a DC peer costs this module no memory until it is used -
+/// then its Endpoint is made (Module::endpoint) and found by name. An
+/// Endpoint's own address, and an opal_proc_t's, have bit 0 clear.
+inline bool is_dc_handle(const mca_btl_base_endpoint_t *e) {
+    return (reinterpret_cast<uintptr_t>(e) & 1u) != 0;
+}
+/// The handle of DC peer `proc`.
+inline mca_btl_base_endpoint_t *dc_handle_of(opal_proc_t *proc) {
+    static_assert(alignof(opal_proc_t) >= 2, "bit 0 of a proc's address marks a DC handle");
+    return reinterpret_cast<mca_btl_base_endpoint_t *>(reinterpret_cast<uintptr_t>(proc) | 1u);
+}
+/// The process a DC handle names (is_dc_handle(e)).
+inline opal_proc_t *dc_handle_proc(const mca_btl_base_endpoint_t *e) {
+    return reinterpret_cast<opal_proc_t *>(reinterpret_cast<uintptr_t>(e) & ~uintptr_t{1});
+}
 
 /// One peer process as seen from one module (port). Owned by the Module;
-/// Open MPI holds it as an opaque mca_btl_base_endpoint_t* (through its
-/// EndpointHandle base; for a DC peer the DcSlot's instead). Its connection
+/// Open MPI holds it as an opaque mca_btl_base_endpoint_t* (a DC peer's as
+/// its DC handle, dc_handle_of). Its connection
 /// state (Peer, PathConn; the paths' QPs, addressing) is written by the
 /// module's ConnectionManager and Connector, its transmit state (PathTx,
 /// sequence numbers and windows, the pending and retry queues) by the
 /// module's DataPath; every member is protected by the module lock.
-class Endpoint final : public Peer, public EndpointHandle {
+class Endpoint final : public Peer {
 public:
     /// The endpoint of `proc` (named `peer_name`) at its port
     /// `peer_port_index`, addressed as `path` chooses; no path yet.
@@ -159,26 +141,18 @@ public:
     const DcRoute &dc_route() const { return dc_; }
     void set_dc_route(const DcRoute &r) { dc_ = r; }
 
-    /// What Open MPI knows this peer by: the DcSlot of a DC peer (set_slot),
-    /// else this endpoint.
+    /// What Open MPI knows this peer by: its DC handle (set_opal_handle),
+    /// else this endpoint's address.
     mca_btl_base_endpoint_t *as_opal() {
-        return slot_ != nullptr ? slot_->as_opal() : EndpointHandle::as_opal();
+        return opal_ != nullptr ? opal_ : reinterpret_cast<mca_btl_base_endpoint_t *>(this);
     }
-    /// The Endpoint behind a handle of add_procs: itself, or a DcSlot's
-    /// once made (nullptr before: Module::endpoint makes it). Reads a
-    /// slot's `full` without the lock.
+    /// The Endpoint of a handle of add_procs that is not a DC handle
+    /// (nullptr for a DC handle: Module::endpoint resolves those).
     static Endpoint *from(mca_btl_base_endpoint_t *ep) {
-        EndpointHandle *h = EndpointHandle::from(ep);
-        if (h == nullptr) {
-            return nullptr;
-        }
-        if (h->kind == Kind::kEndpoint) {
-            return static_cast<Endpoint *>(h);
-        }
-        return static_cast<DcSlot *>(h)->full.load(std::memory_order_acquire);
+        return is_dc_handle(ep) ? nullptr : reinterpret_cast<Endpoint *>(ep);
     }
-    /// This endpoint is `slot`'s (made on first use of a DC peer).
-    void set_slot(DcSlot *slot) { slot_ = slot; }
+    /// Open MPI knows this peer by `h` (a DC handle) from now on.
+    void set_opal_handle(mca_btl_base_endpoint_t *h) { opal_ = h; }
 
 private:
     friend class Connector; // the connection side: paths, QPs, addressing
@@ -202,7 +176,7 @@ private:
     Frag *pending_tail_ = nullptr;
     uint32_t rdma_outstanding_ = 0;
     DcRoute dc_; ///< set: the peer is reached over DC (no paths are used)
-    DcSlot *slot_ = nullptr; ///< a DC peer's slot (what Open MPI holds), else nullptr
+    mca_btl_base_endpoint_t *opal_ = nullptr; ///< a DC peer's handle, else nullptr
     /// DC: the last of the sends that a DCI error put back at the head of
     /// pending_ (the next one flushed goes after it, keeping their order).
     Frag *dc_requeued_ = nullptr;

@@ -33,6 +33,16 @@ namespace {
 
 Module *M(mca_btl_base_module_t *b) { return Module::from(b); }
 
+// The Endpoint of Open MPI's handle `e` (Module::endpoint: a DC peer's is
+// made at its first use). `*bad` when `e` names a peer whose Endpoint
+// cannot be had (its modex gone): the entry point answers OPAL_ERR_UNREACH,
+// or no descriptor.
+Endpoint *EP(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, bool *bad) {
+    Endpoint *ep = M(b)->endpoint(e);
+    *bad = ep == nullptr && e != nullptr;
+    return ep;
+}
+
 // The thunks: catch everything, never let an exception into Open MPI.
 template <typename F>
 auto guarded(F &&f, decltype(f()) fail) noexcept -> decltype(f()) {
@@ -72,7 +82,13 @@ int t_finalize(mca_btl_base_module_t *b) {
 }
 mca_btl_base_descriptor_t *t_alloc(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e,
                                    uint8_t order, size_t size, uint32_t flags) {
-    return guarded([&] { return M(b)->alloc(M(b)->endpoint(e), order, size, flags); }, nullptr);
+    return guarded(
+        [&] {
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? nullptr : M(b)->alloc(ep, order, size, flags);
+        },
+        nullptr);
 }
 int t_free(mca_btl_base_module_t *b, mca_btl_base_descriptor_t *d) {
     return guarded([&] { return answer(M(b), M(b)->free_des(d)); }, OPAL_ERROR);
@@ -80,18 +96,34 @@ int t_free(mca_btl_base_module_t *b, mca_btl_base_descriptor_t *d) {
 mca_btl_base_descriptor_t *t_prepare_src(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e,
                                          opal_convertor_t *c, uint8_t order, size_t reserve,
                                          size_t *size, uint32_t flags) {
-    return guarded([&] { return M(b)->prepare_src(M(b)->endpoint(e), c, order, reserve, size, flags); }, nullptr);
+    return guarded(
+        [&] {
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? nullptr : M(b)->prepare_src(ep, c, order, reserve, size, flags);
+        },
+        nullptr);
 }
 int t_send(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, mca_btl_base_descriptor_t *d,
            mca_btl_base_tag_t tag) {
-    return guarded([&] { return answer(M(b), M(b)->send(M(b)->endpoint(e), d, tag)); }, OPAL_ERROR);
+    return guarded(
+        [&] {
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH : answer(M(b), M(b)->send(ep, d, tag));
+        },
+        OPAL_ERROR);
 }
 int t_sendi(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, opal_convertor_t *c, void *hdr,
             size_t hdr_size, size_t payload, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
             mca_btl_base_descriptor_t **d) {
     return guarded(
         [&] {
-            return answer(M(b), M(b)->sendi(M(b)->endpoint(e), c, hdr, hdr_size, payload, order, flags, tag, d));
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH
+                       : answer(M(b),
+                                M(b)->sendi(ep, c, hdr, hdr_size, payload, order, flags, tag, d));
         },
         OPAL_ERR_OUT_OF_RESOURCE);
 }
@@ -101,7 +133,11 @@ int t_put(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uin
           void *data) {
     return guarded(
         [&] {
-            return answer(M(b), M(b)->rdma(M(b)->endpoint(e), true, local, remote, lh, rh, size, cb, ctx, data));
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH
+                       : answer(M(b),
+                                M(b)->rdma(ep, true, local, remote, lh, rh, size, cb, ctx, data));
         },
         OPAL_ERROR);
 }
@@ -111,8 +147,11 @@ int t_get(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uin
           void *data) {
     return guarded(
         [&] {
-            return answer(M(b),
-                          M(b)->rdma(M(b)->endpoint(e), false, local, remote, lh, rh, size, cb, ctx, data));
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH
+                       : answer(M(b),
+                                M(b)->rdma(ep, false, local, remote, lh, rh, size, cb, ctx, data));
         },
         OPAL_ERROR);
 }
@@ -121,8 +160,11 @@ int t_aop(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, uint64_t remote,
           int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
     return guarded(
         [&] {
-            return answer(M(b), M(b)->atomic(M(b)->endpoint(e), nullptr, remote, nullptr, rh, op, operand, 0,
-                                             false, cb, ctx, data));
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH
+                       : answer(M(b), M(b)->atomic(ep, nullptr, remote, nullptr, rh, op, operand, 0,
+                                                   false, cb, ctx, data));
         },
         OPAL_ERROR);
 }
@@ -132,8 +174,11 @@ int t_afop(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, ui
            mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
     return guarded(
         [&] {
-            return answer(M(b), M(b)->atomic(M(b)->endpoint(e), local, remote, lh, rh, op, operand, 0, false, cb,
-                                             ctx, data));
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH
+                       : answer(M(b), M(b)->atomic(ep, local, remote, lh, rh, op, operand, 0, false,
+                                                   cb, ctx, data));
         },
         OPAL_ERROR);
 }
@@ -143,13 +188,22 @@ int t_acswap(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, 
              mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
     return guarded(
         [&] {
-            return answer(M(b), M(b)->atomic(M(b)->endpoint(e), local, remote, lh, rh, 0, value, compare, true,
-                                             cb, ctx, data));
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH
+                       : answer(M(b), M(b)->atomic(ep, local, remote, lh, rh, 0, value, compare,
+                                                   true, cb, ctx, data));
         },
         OPAL_ERROR);
 }
 int t_flush(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e) {
-    return guarded([&] { return answer(M(b), M(b)->flush(M(b)->endpoint(e))); }, OPAL_ERROR);
+    return guarded(
+        [&] {
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH : answer(M(b), M(b)->flush(ep));
+        },
+        OPAL_ERROR);
 }
 mca_btl_base_registration_handle_t *t_register_mem(mca_btl_base_module_t *b,
                                                    mca_btl_base_endpoint_t *, void *base,
@@ -506,7 +560,7 @@ Status Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoi
         std::string why = addrs[i] ? "" : addrs[i].status().message();
         mca_btl_base_endpoint_t *h = known(pn);
         if (h == nullptr && addrs[i]) {
-            h = add_peer(procs[i], *addrs[i], &why);
+            h = add_peer(procs[i], *addrs[i], &why, false);
         }
         if (h == nullptr) {
             log_.write(util::LogLevel::kInfo,
@@ -522,33 +576,42 @@ Status Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoi
     return Status::ok();
 }
 
-mca_btl_base_endpoint_t *Module::known(const opal_process_name_t &pn) {
+Endpoint *Module::find_endpoint(const opal_process_name_t &pn) {
     uint64_t name = (static_cast<uint64_t>(pn.jobid) << 32) | pn.vpid;
     auto it = endpoints_.by_name.find(name);
-    if (it != endpoints_.by_name.end()) {
-        return it->second->as_opal();
-    }
-    DcSlot *s = dp_->dc_slot(name);
-    return s != nullptr ? s->as_opal() : nullptr;
+    return it != endpoints_.by_name.end() ? it->second : nullptr;
+}
+
+mca_btl_base_endpoint_t *Module::known(const opal_process_name_t &pn) {
+    Endpoint *ep = find_endpoint(pn);
+    return ep != nullptr ? ep->as_opal() : nullptr;
 }
 
 mca_btl_base_endpoint_t *Module::add_peer(opal_proc_t *proc, const wire::ModexAddress &addr,
-                                          std::string *why) {
+                                          std::string *why, bool use) {
     auto pick = conn_->choose_port(addr, why);
     if (!pick) {
         return nullptr;
     }
     const wire::PortAdvert &pp = addr.ports[pick->port];
     if (dc_ && dc_with_peer(true, pp)) {
-        // Over DC: a slot, and the address handle of the peer's GID (shared
-        // with every peer there); its Endpoint waits for its first use.
+        // Over DC: the address handle of the peer's GID (made for the first
+        // peer there, shared with the others), and nothing for the peer
+        // itself until it is used.
         auto dest = conn_->dc_dest(pick->path);
         if (dest) {
             opal_process_name_t pn = proc->proc_name;
             uint64_t name = (static_cast<uint64_t>(pn.jobid) << 32) | pn.vpid;
-            return dp_->add_dc_peer(name, proc, static_cast<uint16_t>(pick->port), pp, addr.token,
-                                    *dest)
-                .as_opal();
+            if (!use) {
+                if (static_cast<uint32_t>(pn.jobid) != static_cast<uint32_t>(env_.who.name >> 32)) {
+                    conn_->allow_lookup(name); // another job's: its fragments may name it
+                }
+                return dc_handle_of(proc);
+            }
+            Endpoint *ep = conn_->add_endpoint_at(proc, addr, *pick);
+            ep->set_opal_handle(dc_handle_of(proc));
+            dp_->add_dc_peer(*ep, conn_->dc_ah(*dest)); // delivers what it sent before
+            return ep->as_opal();
         }
         // The peer sends to us over DC and we cannot answer: its fragments
         // are refused here (not a DC peer), ours go over RC.
@@ -560,19 +623,36 @@ mca_btl_base_endpoint_t *Module::add_peer(opal_proc_t *proc, const wire::ModexAd
 }
 
 Endpoint *Module::endpoint(mca_btl_base_endpoint_t *e) {
-    Endpoint *ep = Endpoint::from(e);
-    if (ep != nullptr || e == nullptr) {
-        return ep;
+    if (!is_dc_handle(e)) {
+        return Endpoint::from(e);
     }
-    // A DC peer's first use: its Endpoint is made now.
-    auto *slot = static_cast<DcSlot *>(EndpointHandle::from(e));
+    opal_proc_t *proc = dc_handle_proc(e);
+    // A hash look-up per call: the price of a DC peer costing nothing
+    // until it is used (the lock is free without threads).
     OPAL_THREAD_LOCK(&lock_);
-    ep = &dp_->dc_endpoint(*slot);
+    Endpoint *found = find_endpoint(proc->proc_name);
     OPAL_THREAD_UNLOCK(&lock_);
+    if (found != nullptr) {
+        return found;
+    }
+    // The peer's first use: its modex again (without the lock: it may block
+    // on PMIx; add_procs read it, so PMIx has it at hand), then its Endpoint.
+    auto addr = env_.peers->address(proc);
+    OPAL_THREAD_LOCK(&lock_);
+    Endpoint *ep = find_endpoint(proc->proc_name); // the receive side may have made it
+    std::string why = addr ? "" : addr.status().message();
+    if (ep == nullptr && addr) {
+        (void)add_peer(proc, *addr, &why, true);
+        ep = find_endpoint(proc->proc_name);
+    }
+    OPAL_THREAD_UNLOCK(&lock_);
+    if (ep == nullptr) {
+        log_.write(util::LogLevel::kWarn,
+                   util::format("%s: the endpoint of DC peer %s cannot be made: %s",
+                                rail_name_.c_str(), OPAL_NAME_PRINT(proc->proc_name), why.c_str()));
+    }
     return ep;
 }
-
-Endpoint &Module::make_dc_endpoint(DcSlot &slot) { return conn_->make_dc_endpoint(slot); }
 
 Status Module::del_procs(size_t, opal_proc_t **, mca_btl_base_endpoint_t **) {
     // Endpoints live until finalize: a peer that reconnects (or a late

@@ -316,25 +316,28 @@ public:
     /// Handles for the processes this port reaches (set in `reachable`);
     /// reads the modex without the lock. A peer it cannot reach is left out
     /// (logged at info level), not an error: always ok. What is allocated
-    /// when (issue 19): an RC peer gets its full Endpoint here (its paths'
-    /// QPs come at its first send); a DC peer (it published a DC target on
-    /// the port we reach, as we did) gets only a DcSlot (48 bytes in the
-    /// data path's table) and, if it is the first peer at its GID, that
-    /// GID's address handle - its Endpoint (sequence windows, queues,
-    /// label) is made at its first use (endpoint(), or its first fragment),
-    /// so a DC peer never used costs the slot alone. A process added again
-    /// gets the handle it got before.
+    /// when (issue 19): an RC peer gets its Endpoint here (its paths' QPs
+    /// come at its first send). A DC peer (it published a DC target on the
+    /// port we reach, as we did) gets nothing of its own: its handle is
+    /// its DC handle (dc_handle_of: its opal_proc_t's address, tagged),
+    /// and only the first peer at a remote GID makes that GID's address
+    /// handle (Connector::dc_dest, shared by the peers there). Its Endpoint
+    /// (sequence windows, queues, label: some KiB) is made at its first
+    /// use (endpoint()) or when its first fragment arrives (looked up as a
+    /// process not added yet is, in progress). A process added again gets
+    /// the handle it got before.
     util::Status add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
                            opal_bitmap_t *reachable);
-    /// The Endpoint behind a handle of add_procs (nullptr for nullptr): the
-    /// Endpoint itself, or for a DcSlot its Endpoint, made now on the
-    /// peer's first use (taking the lock). What every entry point of the C
-    /// function table calls with Open MPI's handle.
+    /// The Endpoint behind a handle of add_procs (nullptr for nullptr).
+    /// For a DC handle it is found by name (the module lock taken around a
+    /// hash look-up), or made now on the peer's first use: its modex read
+    /// again without the lock, then add_peer with `use`; nullptr (logged)
+    /// if that fails. What every entry point of the C function table calls
+    /// with Open MPI's handle.
     Endpoint *endpoint(mca_btl_base_endpoint_t *e);
-    /// DC peers added (slots), and of them those with an Endpoint. Lock
-    /// held or a single thread.
+    /// DC peers with an Endpoint (used, or heard from). Lock held or a
+    /// single thread.
     size_t dc_peers() const { return dp_->dc_peers(); }
-    size_t dc_endpoints() const { return dp_->dc_endpoints(); }
     /// Remote GIDs with a DC address handle (shared by their peers).
     size_t dc_dests() const { return conn_->dc_dests(); }
     /// Nothing: endpoints live until finalize. Always ok.
@@ -426,19 +429,22 @@ private:
     /// (Connector::queue_lookup). Lock held.
     bool dc_unknown_sender(uint64_t name) override { return conn_->queue_lookup(name); }
 
-    /// What Open MPI holds for the process `pn` if it was added (its
-    /// Endpoint's handle, or its DcSlot), else nullptr. Lock held.
+    /// The Endpoint of process `pn`, if it has one. Lock held.
+    Endpoint *find_endpoint(const opal_process_name_t &pn);
+    /// What Open MPI holds for process `pn` if it has an Endpoint, else
+    /// nullptr. Lock held.
     mca_btl_base_endpoint_t *known(const opal_process_name_t &pn);
     /// Adds `proc` (modex address `addr`) at the first of its ports we
-    /// reach: a peer that published a DC target there, as we did, gets a
-    /// DcSlot (DataPath::add_dc_peer) and the shared address handle of its
-    /// GID (Connector::dc_dest), no Endpoint; any other an Endpoint
-    /// (Connector::add_endpoint_at). nullptr and `why` when no port is
-    /// reached. Lock held.
+    /// reach. A peer that published a DC target there, as we did, is
+    /// reached over DC: its GID's address handle is made if it is the
+    /// first peer there (Connector::dc_dest, shared), and then, unless
+    /// `use`, nothing more - its DC handle (dc_handle_of) is returned; with
+    /// `use` (its first use, or its first fragment) its Endpoint is made
+    /// with its DC route (DataPath::add_dc_peer). Any other peer gets its
+    /// Endpoint (Connector::add_endpoint_at). nullptr and `why` when no
+    /// port is reached. Lock held.
     mca_btl_base_endpoint_t *add_peer(opal_proc_t *proc, const wire::ModexAddress &addr,
-                                      std::string *why);
-    /// DataPathHost: Connector::make_dc_endpoint. Lock held.
-    Endpoint &make_dc_endpoint(DcSlot &slot) override;
+                                      std::string *why, bool use);
 
     /// Looks up the names the Connector queued (unknown requesters of our
     /// job) and makes their endpoints; called without the lock (the

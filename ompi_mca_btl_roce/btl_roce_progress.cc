@@ -86,8 +86,14 @@ void Module::resolve_lookups(const std::vector<uint64_t> &names) {
         std::string why = addr ? "" : addr.status().message();
         mca_btl_base_endpoint_t *h = proc != nullptr ? known(proc->proc_name) : nullptr;
         if (h == nullptr && addr) {
-            // A DC peer's slot delivers what it sent before, in order.
-            h = add_peer(proc, *addr, &why);
+            // A DC peer heard from: its Endpoint now, which delivers what
+            // it sent before, in order.
+            h = add_peer(proc, *addr, &why, true);
+        }
+        Endpoint *made = proc != nullptr ? find_endpoint(proc->proc_name) : nullptr;
+        if (made != nullptr && !made->dc()) {
+            // Reached over RC from here: what it sent us over DC is refused.
+            dp_->drop_dc_held(name);
         }
         if (h == nullptr) {
             conn_->lookup_failed(name);

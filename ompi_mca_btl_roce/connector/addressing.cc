@@ -45,44 +45,15 @@ util::Result<uint32_t> Connector::dc_dest(const PathChoice &path) {
     if (it != dc_dest_by_gid_.end()) {
         return it->second;
     }
-    DcDest d;
-    d.path = path;
-    auto ah = make_ah(d.path, "the DC peers at " + gid_text(path.dgid));
+    PathChoice p = path;
+    auto ah = make_ah(p, "the DC peers at " + gid_text(path.dgid));
     if (!ah) {
         return ah.status();
     }
-    d.ah = std::move(ah.value());
     auto index = static_cast<uint32_t>(dc_dests_.size());
-    dc_dests_.push_back(std::move(d));
+    dc_dests_.push_back(std::move(ah.value()));
     dc_dest_by_gid_.emplace(path.dgid, index);
     return index;
-}
-
-Endpoint &Connector::make_dc_endpoint(DcSlot &slot) {
-    const DcDest &d = dc_dests_.at(slot.dest);
-    // What the Endpoint keeps of the peer's modex port: its DC target (the
-    // rest was read at add_procs and is not needed again: no path, no UD
-    // handshake is ever made with a DC peer).
-    wire::PortAdvert pp;
-    pp.flags = wire::kPortFlagDct;
-    pp.dct_number = slot.dctn;
-    pp.dc_key = slot.key;
-    uint64_t name = name_of(slot.proc->proc_name);
-    auto ep = std::make_unique<Endpoint>(cfg_.seq_span, slot.proc, name, slot.port_index, pp,
-                                         d.path);
-    ep->loopback = (name == env_.self_name);
-    ep->token = slot.token;
-    DcRoute r;
-    r.ah = d.ah.get();
-    r.dctn = slot.dctn;
-    r.key = slot.key;
-    r.dci = slot.dci;
-    ep->set_dc_route(r);
-    ep->set_slot(&slot);
-    Endpoint *raw = ep.get();
-    eps_.all.push_back(std::move(ep));
-    eps_.by_name[name] = raw;
-    return *raw;
 }
 
 util::Result<verbs::Ah> Connector::make_ah(PathChoice &path, const std::string &who) {
@@ -101,18 +72,17 @@ util::Result<verbs::Ah> Connector::make_ah(PathChoice &path, const std::string &
             for (const auto &p : pf.problems) {
                 why.push_back(p.message + "; " + p.fix);
             }
-            return Status(Code::kUnavailable, "ibv_create_ah to " + who +
-                                                  " refused before the call: " +
-                                                  util::join(why, "; "));
+            return Status(Code::kUnavailable,
+                          "ibv_create_ah to " + who +
+                              " refused before the call: " + util::join(why, "; "));
         }
     }
     ibv_ah *ah = dev_.api().create_ah(dev_.pd(), &a);
     if (ah == nullptr) {
-        return Status::from_errno(errno, util::format("ibv_create_ah on %s:%d gid[%d] %s -> %s",
-                                                      plan_.device.c_str(), plan_.port,
-                                                      a.grh.sgid_index,
-                                                      gid_text(path.sgid()).c_str(),
-                                                      gid_text(path.dgid).c_str()));
+        return Status::from_errno(
+            errno, util::format("ibv_create_ah on %s:%d gid[%d] %s -> %s", plan_.device.c_str(),
+                                plan_.port, a.grh.sgid_index, gid_text(path.sgid()).c_str(),
+                                gid_text(path.dgid).c_str()));
     }
     // Preflight followed our GID to its new slot (the bond's addresses were
     // rewritten, e.g. at an active-backup failover): the endpoint's one
@@ -243,7 +213,7 @@ bool Connector::revalidate(Peer &peer, bool thorough) {
 }
 
 std::optional<Connector::PortPick> Connector::choose_port(const wire::ModexAddress &addr,
-                                                         std::string *why) {
+                                                          std::string *why) {
     std::vector<std::string> reasons;
     // New endpoints choose from the machine as it is now.
     std::shared_ptr<const topo::Snapshot> view = current_view();
@@ -283,9 +253,9 @@ Endpoint *Connector::add_endpoint_at(opal_proc_t *proc, const wire::ModexAddress
     ep->loopback = (name == env_.self_name);
     ep->token = addr.token;
     BondView bond = bond_view(*plan_.snapshot, ep->path().selection.netdev);
-    ep->spread_model_ = spread_model(bond.members, bond.hash_policy,
-                                     util::IpAddress::from_gid(ep->path().sgid()),
-                                     util::IpAddress::from_gid(ep->path().dgid));
+    ep->spread_model_ =
+        spread_model(bond.members, bond.hash_policy, util::IpAddress::from_gid(ep->path().sgid()),
+                     util::IpAddress::from_gid(ep->path().dgid));
     log_.write(LogLevel::kDebug, util::format("%s:%d -> %s: %s", plan_.device.c_str(), plan_.port,
                                               ep->label.c_str(), ep->path().why.c_str()));
     Endpoint *raw = ep.get();
@@ -304,13 +274,11 @@ bool Connector::unknown_requester(uint64_t name) {
     if (eps_.by_name.count(name) != 0) {
         return true; // ourselves (no handshake with the loopback endpoint)
     }
-    if (dp_.dc_slot(name) != nullptr) {
-        return true; // a DC peer (added, its endpoint not made yet): never looked up again
-    }
     uint32_t jobid = static_cast<uint32_t>(name >> 32);
     uint32_t vpid = static_cast<uint32_t>(name & 0xffffffffu);
-    if (jobid != static_cast<uint32_t>(env_.self_name >> 32) ||
-        (env_.self_job_size != 0 && vpid >= env_.self_job_size) || lookup_failed_.count(name) != 0) {
+    const bool ours = jobid == static_cast<uint32_t>(env_.self_name >> 32) &&
+                      (env_.self_job_size == 0 || vpid < env_.self_job_size);
+    if ((!ours && lookup_allowed_.count(name) == 0) || lookup_failed_.count(name) != 0) {
         return false;
     }
     if (std::find(lookups_.begin(), lookups_.end(), name) == lookups_.end() &&

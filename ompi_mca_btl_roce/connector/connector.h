@@ -123,24 +123,25 @@ public:
     void lookup_failed(uint64_t name) { lookup_failed_.insert(name); }
     /// A DC fragment names `name`, for which there is no endpoint: as for
     /// an unknown requester (unknown_requester), a lookup is queued when it
-    /// may be a process of our job (true), else false.
+    /// may be a process of our job, or is one allow_lookup named (true),
+    /// else false.
     bool queue_lookup(uint64_t name) { return unknown_requester(name); }
     /// The DC destination of the peers that `path` addresses (its remote
     /// GID): an index into a table of the Connector that holds, once per
     /// remote GID, the address handle DC work requests name those peers
-    /// with (made here for the first peer there, with the checks of
-    /// ensure_ah; shared by every peer at that GID, so the peers of one
-    /// remote node cost one; destroyed with the Connector) and the
-    /// addressing chosen for it. Errors: as ensure_ah.
+    /// with (made here for the first peer there, from `path`, with the
+    /// checks of ensure_ah; shared by every peer at that GID, so the peers
+    /// of one remote node cost one; destroyed with the Connector). Errors:
+    /// as ensure_ah.
     util::Result<uint32_t> dc_dest(const PathChoice &path);
     /// Remote GIDs with a DC destination (one address handle each).
     size_t dc_dests() const { return dc_dests_.size(); }
-    /// The full Endpoint of DC peer `slot` (DataPath::dc_endpoint: on its
-    /// first use), addressed as its destination, with its DC route (the
-    /// destination's address handle, the slot's DCT number, key and DCI),
-    /// added to the endpoint table and bound to the slot (what Open MPI
-    /// holds). No path is ever opened to it.
-    Endpoint &make_dc_endpoint(DcSlot &slot);
+    /// The address handle of DC destination `dest` (dc_dest).
+    ibv_ah *dc_ah(uint32_t dest) const { return dc_dests_.at(dest).get(); }
+    /// `name` (a process of another job that add_procs added as a DC peer,
+    /// with no Endpoint yet) may be looked up when its fragments arrive,
+    /// as a process of our job may (queue_lookup).
+    void allow_lookup(uint64_t name) { lookup_allowed_.insert(name); }
     static constexpr size_t kMaxLookups = 64;
 
     /// A completion of the UD QP (wr_kind kUdRecv or kUdSend): a datagram
@@ -235,14 +236,14 @@ private:
     bool ud_suspect_ = false;                    ///< a UD completion failed: check the UD QP
     double ud_retry_at_ = 0;                     ///< when a failed UD recovery is tried again
     std::vector<uint64_t> lookups_;              ///< unknown requesters to look up (bounded)
-    /// DC destinations (dc_dest): one per remote GID, found by it.
-    struct DcDest {
-        PathChoice path;
-        verbs::Ah ah;
-    };
-    std::vector<DcDest> dc_dests_;
+    /// DC destinations (dc_dest): one address handle per remote GID, found
+    /// by it (nothing more: an Endpoint chooses its own addressing when it
+    /// is made).
+    std::vector<verbs::Ah> dc_dests_;
     std::map<wire::Gid, uint32_t> dc_dest_by_gid_;
     std::unordered_set<uint64_t> lookup_failed_; ///< names looked up in vain (at most job size)
+    /// DC peers of other jobs added and not used yet (allow_lookup).
+    std::unordered_set<uint64_t> lookup_allowed_;
 };
 
 } // namespace roce::btl

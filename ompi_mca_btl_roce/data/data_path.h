@@ -108,10 +108,6 @@ public:
     /// rail (data/forward.cc, Module::forwarded). Called without the lock,
     /// from run_deferred; `data` is valid only during the call.
     virtual void forwarded(Endpoint &via, const uint8_t *data, size_t len) = 0;
-    /// The full Endpoint of DC peer `slot` (its first use), made by the
-    /// connection side (Connector::make_dc_endpoint) with its DC route and
-    /// added to the endpoint table. Lock held.
-    virtual Endpoint &make_dc_endpoint(DcSlot &slot) = 0;
     /// A DC fragment names `name`, which has no endpoint here: true when it
     /// may be a process of our job not added yet (Open MPI adds remote
     /// processes lazily) and a lookup is queued, as for an unknown RC
@@ -386,35 +382,19 @@ public:
     /// Our port index (the module's in our modex address), named in our DC
     /// trailers. Lock held.
     void set_dc_port(uint16_t port) { dc_port_ = port; }
-    /// The peer `name` (Open MPI's `proc`; its port `port_index`, whose
-    /// advertisement `port` names its DC target, as we published one) is
-    /// reached over DC through the Connector's destination `dest` (the
-    /// address handle of its GID, shared). What this allocates is the
-    /// peer's DcSlot (btl_roce_endpoint.h: 48 bytes, in a table by name),
-    /// nothing else: its Endpoint is made on first use (dc_endpoint). Its
-    /// DCI is fixed here, by a hash of the peer's name and port index over
-    /// the pool: every send to a peer goes through one DCI, whose work
-    /// requests execute in order, so the peer receives our sends in the
-    /// order they were posted, as the PML needs; peers spread over the
-    /// DCIs. A DC fragment is accepted only from a peer added here; what
-    /// the peer sent before it was added (held, see DcStats::held) is
-    /// delivered now, in order. Returns the slot (stable until the data
-    /// path goes: what Open MPI holds for the peer). Lock held.
-    DcSlot &add_dc_peer(uint64_t name, opal_proc_t *proc, uint16_t port_index,
-                        const wire::PortAdvert &port, uint64_t token, uint32_t dest);
-    /// The slot of DC peer `name`; nullptr when it is none. Lock held.
-    DcSlot *dc_slot(uint64_t name) {
-        auto it = dc_slots_.find(name);
-        return it != dc_slots_.end() ? &it->second : nullptr;
-    }
-    /// DC peers added (slots), and of them those whose Endpoint exists.
-    /// Lock held.
-    size_t dc_peers() const { return dc_slots_.size(); }
-    size_t dc_endpoints() const { return dc_endpoints_; }
-    /// `slot`'s Endpoint, made now if this is the peer's first use (a send,
-    /// RDMA or atomic to it: Module::endpoint; or a fragment from it).
-    /// Lock held.
-    Endpoint &dc_endpoint(DcSlot &slot);
+    /// `ep` (whose peer published a DC target, as we did) is reached over
+    /// DC through `ah` (to its GID, shared), its DCT number and key. Its DCI
+    /// is fixed here, by a hash of the peer's name and port index over the
+    /// pool: every send to a peer goes through one DCI, whose work requests
+    /// execute in order, so the peer receives our sends in the order they
+    /// were posted, as the PML needs; peers spread over the DCIs. A DC
+    /// fragment is accepted only from a peer added here; what the peer sent
+    /// before (held, see DcStats::held) is delivered now, in order. Called
+    /// when a DC peer is first used (Module::endpoint) or first heard from
+    /// (its lookup), never at add_procs. Lock held.
+    void add_dc_peer(Endpoint &ep, ibv_ah *ah);
+    /// DC peers with an Endpoint. Lock held.
+    size_t dc_peers() const { return dc_peers_.size(); }
     /// `name` was looked up in vain: its held DC fragments are refused
     /// (counted, their buffers reposted). Lock held.
     void drop_dc_held(uint64_t name) { release_dc_held(name); }
@@ -554,10 +534,9 @@ private:
     uint16_t dc_port_ = 0;
     std::vector<DciState> dcis_;
     std::unordered_map<uint32_t, size_t> dci_by_qpn_;
-    /// The DC peers by process name (their port index is checked too):
-    /// what Open MPI holds for each, and its Endpoint once made.
-    std::unordered_map<uint64_t, DcSlot> dc_slots_;
-    size_t dc_endpoints_ = 0; ///< slots whose Endpoint was made
+    /// The DC peers with an Endpoint, by process name (their port index is
+    /// checked too).
+    std::unordered_map<uint64_t, Endpoint *> dc_peers_;
     /// DC fragments from a process of our job with no endpoint yet, held
     /// (their SRQ buffers not reposted) until it is added (add_dc_peer) or
     /// found not to be ours: at most kMaxDcHeld, in arrival order.

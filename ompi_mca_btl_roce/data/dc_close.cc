@@ -65,8 +65,8 @@ void DataPath::close_dc(double limit_s) {
                 if (dcis_[i].outstanding > 0) {
                     util::Status s = dc_->dci(i).qp().to_error();
                     if (!s) {
-                        log_.write(LogLevel::kWarn, "finalize: DCI " + std::to_string(i) + ": " +
-                                                        s.message());
+                        log_.write(LogLevel::kWarn,
+                                   "finalize: DCI " + std::to_string(i) + ": " + s.message());
                     }
                 }
             }

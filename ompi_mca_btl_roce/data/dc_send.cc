@@ -53,36 +53,23 @@ void DataPath::set_dc(DcResources *dc, uint64_t self_name) {
     }
 }
 
-DcSlot &DataPath::add_dc_peer(uint64_t name, opal_proc_t *proc, uint16_t port_index,
-                              const wire::PortAdvert &port, uint64_t token, uint32_t dest) {
+void DataPath::add_dc_peer(Endpoint &ep, ibv_ah *ah) {
     // A 64-bit mix of the name and the port (splitmix64's finaliser), so
     // that consecutive ranks spread over the pool.
-    uint64_t h = name ^ (static_cast<uint64_t>(port_index) << 48);
+    uint64_t h = ep.name ^ (static_cast<uint64_t>(ep.port_index) << 48);
     h ^= h >> 30;
     h *= 0xbf58476d1ce4e5b9ull;
     h ^= h >> 27;
     h *= 0x94d049bb133111ebull;
     h ^= h >> 31;
-    DcSlot &s = dc_slots_[name];
-    s.port_index = port_index;
-    s.dci = static_cast<uint16_t>(h % dcis_.size());
-    s.dest = dest;
-    s.dctn = port.dct_number;
-    s.key = port.dc_key;
-    s.token = token;
-    s.proc = proc;
-    release_dc_held(name);
-    return s;
-}
-
-Endpoint &DataPath::dc_endpoint(DcSlot &slot) {
-    Endpoint *ep = slot.full.load(std::memory_order_relaxed); // the lock orders it
-    if (ep == nullptr) {
-        ep = &host_.make_dc_endpoint(slot);
-        ++dc_endpoints_;
-        slot.full.store(ep, std::memory_order_release);
-    }
-    return *ep;
+    DcRoute r;
+    r.ah = ah;
+    r.dctn = ep.peer_port().dct_number;
+    r.key = ep.peer_port().dc_key;
+    r.dci = static_cast<uint32_t>(h % dcis_.size());
+    ep.set_dc_route(r);
+    dc_peers_[ep.name] = &ep;
+    release_dc_held(ep.name);
 }
 
 void DataPath::release_dc_held(uint64_t name) {
@@ -303,8 +290,8 @@ void DataPath::handle_dc_recv(const ibv_wc &wc, uint32_t idx) {
         (void)dev_.post_srq_recv(idx);
         return;
     }
-    auto it = dc_slots_.find(who->name);
-    if (it == dc_slots_.end() && dc_held_.size() < kMaxDcHeld &&
+    auto it = dc_peers_.find(who->name);
+    if (it == dc_peers_.end() && dc_held_.size() < kMaxDcHeld &&
         host_.dc_unknown_sender(who->name)) {
         // Maybe a process of our job that Open MPI has not added here yet:
         // kept, buffer and all, until it is (add_dc_peer) or the lookup
@@ -313,7 +300,7 @@ void DataPath::handle_dc_recv(const ibv_wc &wc, uint32_t idx) {
         ++dc_stats_.held;
         return;
     }
-    if (it == dc_slots_.end() || it->second.port_index != who->port) {
+    if (it == dc_peers_.end() || it->second->port_index != who->port) {
         ++dc_stats_.refused_unknown;
         warn_limited("DC fragment from an unknown sender",
                      util::format("refused a %zu-byte fragment on our DC target naming process "
@@ -322,7 +309,7 @@ void DataPath::handle_dc_recv(const ibv_wc &wc, uint32_t idx) {
         (void)dev_.post_srq_recv(idx);
         return;
     }
-    Endpoint &ep = dc_endpoint(it->second); // its first fragment makes it
+    Endpoint &ep = *it->second;
     SeqWindow::Verdict v = ep.received_.accept(hdr->seq);
     if (v != SeqWindow::Verdict::kNew) {
         ++dc_stats_.duplicates;

@@ -6,10 +6,12 @@
 // Two columns per transport:
 //   computed  from the sizes the code allocates: sizeof of the per-peer
 //             structures (btl::Endpoint and its two sequence windows for
-//             RC; btl::DcSlot for DC), the mlx5 send-queue and address-
+//             RC; nothing for a DC peer that is not used: its handle is its
+//             proc's address, tagged), the mlx5 send-queue and address-
 //             handle sizes of common/qp/memory_model (RC: one QP per path,
-//             2 paths per peer on a two-port LAG; DC: the DCI pool), and
-//             the per-process buffers the Device registers;
+//             2 paths per peer on a two-port LAG; DC: the DCI pool, an
+//             address handle and its addressing per remote node), and the
+//             per-process buffers the Device registers;
 //   measured  one btl Module over FakeVerbs (tests/unit/dc_memory_rig.h)
 //             to which add_procs adds that many fake peers: the heap growth
 //             of add_procs counted by alloc_count (every operator new),
@@ -20,11 +22,10 @@
 // Per-process fixed: the receive (SRQ) and send buffers, the UD buffers,
 // the RDMA operation slab (all registered), the CQ (64-byte CQEs) and, for
 // DC, the DCIs' send queues. Per peer: RC an Endpoint at add_procs and two
-// QPs with their send queues once connected; DC a DcSlot at add_procs, an
-// address handle per remote node, and an Endpoint only for a peer that is
-// used (none here: this is a job that talks to few of its peers; a peer
-// used costs what an RC Endpoint costs, without QPs).
-//
+// QPs with their send queues once connected; DC nothing at add_procs but
+// an address handle per remote node; a DC peer that is used (sent to, or
+// heard from) gets an Endpoint then - without QPs - which the last column
+// counts for every peer (a job whose every rank talks to every other).
 // usage: dc_memory_bench [--peers N,N,...]  (default 64,1024,16384,65536)
 // Exit status 1 when DC is not flat (DC(65,536)/DC(1,024) above 1.10).
 // The harness checks its steps with Catch assertions, so the benchmark runs
@@ -53,14 +54,19 @@ namespace {
 
 constexpr size_t kPerNode = 64;
 constexpr uint32_t kPaths = 2; // mlx5_lag: one RC path per LAG member
+// A DC destination's entries besides the address handle: its verbs::Ah in
+// the Connector's vector and its GID in the map that finds it (a tree node:
+// the 16-byte GID, the index, three pointers and the colour).
+constexpr uint64_t kDestEntry = sizeof(verbs::Ah) + 16 + 4 + 3 * sizeof(void *) + sizeof(int);
 
 struct Row {
     size_t peers = 0;
-    uint64_t fixed = 0;     ///< per-process: registered buffers, CQ, DCI send queues
-    uint64_t computed = 0;  ///< fixed + per peer from the sizes
-    uint64_t measured = 0;  ///< fixed + add_procs' heap growth (+ RC's QPs from the model)
-    int64_t heap = 0;       ///< add_procs' heap growth
-    size_t dests = 0;       ///< DC: address handles (remote GIDs)
+    uint64_t fixed = 0;    ///< per-process: registered buffers, CQ, DCI send queues
+    uint64_t computed = 0; ///< fixed + per peer from the sizes
+    uint64_t measured = 0; ///< fixed + add_procs' heap growth (+ RC's QPs from the model)
+    uint64_t all_used = 0; ///< DC: computed, with an Endpoint for every peer
+    int64_t heap = 0;      ///< add_procs' heap growth
+    size_t dests = 0;      ///< DC: address handles (remote GIDs)
     size_t reached = 0;
 };
 
@@ -93,19 +99,21 @@ Row run(bool dc, size_t peers) {
     const uint64_t nodes = peers / kPerNode + 1;
     if (dc) {
         r.dests = m.dc_dests();
-        r.computed = r.fixed + peers * sizeof(btl::DcSlot) +
-                     nodes * (qp::mlx5_ah_bytes() + sizeof(btl::PathChoice));
+        r.computed = r.fixed + nodes * (qp::mlx5_ah_bytes() + kDestEntry);
         r.measured = r.fixed + static_cast<uint64_t>(r.heap);
+        r.all_used = r.computed + peers * (sizeof(btl::Endpoint) + seq_windows());
     } else {
-        const uint64_t qps = peers * kPaths * (sq_bytes_rc(d) + sizeof(btl::Path) +
-                                               sizeof(qp::QueuePair));
+        const uint64_t qps =
+            peers * kPaths * (sq_bytes_rc(d) + sizeof(btl::Path) + sizeof(qp::QueuePair));
         r.computed = r.fixed + peers * (sizeof(btl::Endpoint) + seq_windows()) + qps;
         r.measured = r.fixed + static_cast<uint64_t>(r.heap) + qps;
     }
     return r;
 }
 
-double mib(uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
+double mib(uint64_t b) {
+    return static_cast<double>(b) / (1024.0 * 1024.0);
+}
 
 std::vector<size_t> parse_peers(int argc, char **argv) {
     std::vector<size_t> out = {64, 1024, 16384, 65536};
@@ -133,27 +141,28 @@ int run_bench(const std::vector<size_t> &sizes) {
         rc.push_back(run(false, n));
         dc.push_back(run(true, n));
     }
-    std::printf("# dc_memory_bench: memory per process (one port), %zu ranks per node\n",
-                kPerNode);
+    std::printf("# dc_memory_bench: memory per process (one port), %zu ranks per node\n", kPerNode);
     std::printf("# per-process fixed: RC %.2f MiB (registered buffers %s, CQ), DC %.2f MiB "
                 "(the same + %zu DCI send queues)\n",
                 mib(rc[0].fixed), "SRQ/send/UD/RDMA-op slabs", mib(dc[0].fixed),
                 static_cast<size_t>(btl::kDefaultDcis));
     std::printf("# per peer: RC sizeof(Endpoint) %zu + windows %llu at add_procs, %u paths x "
-                "(SQ %llu + path %zu) connected; DC sizeof(DcSlot) %zu at add_procs, an AH "
-                "(%llu) per remote node\n",
+                "(SQ %llu + path %zu) connected; DC nothing at add_procs, an AH (%llu) and "
+                "its entries (%llu) per remote node, an Endpoint once used\n",
                 sizeof(btl::Endpoint), static_cast<unsigned long long>(seq_windows()), kPaths,
                 static_cast<unsigned long long>(sq_bytes_rc(btl::DeviceConfig{})),
-                sizeof(btl::Path) + sizeof(qp::QueuePair), sizeof(btl::DcSlot),
-                static_cast<unsigned long long>(qp::mlx5_ah_bytes()));
-    std::printf("# %8s %14s %14s %14s %14s %12s %8s\n", "peers", "RC computed", "RC measured",
-                "DC computed", "DC measured", "DC heap/peer", "DC AHs");
+                sizeof(btl::Path) + sizeof(qp::QueuePair),
+                static_cast<unsigned long long>(qp::mlx5_ah_bytes()),
+                static_cast<unsigned long long>(kDestEntry));
+    std::printf("# %8s %14s %14s %14s %14s %12s %8s %14s\n", "peers", "RC computed", "RC measured",
+                "DC computed", "DC measured", "DC heap/peer", "DC AHs", "DC all used");
     for (size_t k = 0; k < sizes.size(); ++k) {
-        std::printf("# %8zu %10.2f MiB %10.2f MiB %10.2f MiB %10.2f MiB %10.1f B %8zu\n",
+        std::printf("# %8zu %10.2f MiB %10.2f MiB %10.2f MiB %10.2f MiB %10.1f B %8zu %10.2f "
+                    "MiB\n",
                     sizes[k], mib(rc[k].computed), mib(rc[k].measured), mib(dc[k].computed),
                     mib(dc[k].measured),
-                    static_cast<double>(dc[k].heap) / static_cast<double>(sizes[k]),
-                    dc[k].dests);
+                    static_cast<double>(dc[k].heap) / static_cast<double>(sizes[k]), dc[k].dests,
+                    mib(dc[k].all_used));
         std::printf("dc_memory_bench,%zu,rc_computed_bytes,%llu\n", sizes[k],
                     static_cast<unsigned long long>(rc[k].computed));
         std::printf("dc_memory_bench,%zu,rc_measured_bytes,%llu\n", sizes[k],
@@ -162,6 +171,8 @@ int run_bench(const std::vector<size_t> &sizes) {
                     static_cast<unsigned long long>(dc[k].computed));
         std::printf("dc_memory_bench,%zu,dc_measured_bytes,%llu\n", sizes[k],
                     static_cast<unsigned long long>(dc[k].measured));
+        std::printf("dc_memory_bench,%zu,dc_all_used_bytes,%llu\n", sizes[k],
+                    static_cast<unsigned long long>(dc[k].all_used));
         if (rc[k].reached != sizes[k] || dc[k].reached != sizes[k]) {
             std::printf("# WARNING: only %zu (RC) / %zu (DC) of %zu peers reached\n", rc[k].reached,
                         dc[k].reached, sizes[k]);
@@ -173,8 +184,10 @@ int run_bench(const std::vector<size_t> &sizes) {
             if (sizes[a] != 1024 || sizes[b] != 65536) {
                 continue;
             }
-            double computed = static_cast<double>(dc[b].computed) / static_cast<double>(dc[a].computed);
-            double measured = static_cast<double>(dc[b].measured) / static_cast<double>(dc[a].measured);
+            double computed =
+                static_cast<double>(dc[b].computed) / static_cast<double>(dc[a].computed);
+            double measured =
+                static_cast<double>(dc[b].measured) / static_cast<double>(dc[a].measured);
             bool flat = computed <= 1.10 && measured <= 1.10;
             std::printf("# DC(65,536)/DC(1,024): computed %.3f, measured %.3f: %s (target: within "
                         "10%%)\n",
@@ -189,7 +202,9 @@ int run_bench(const std::vector<size_t> &sizes) {
 
 } // namespace
 
-TEST_CASE("dc_memory_bench") { g_code = run_bench(g_sizes); }
+TEST_CASE("dc_memory_bench") {
+    g_code = run_bench(g_sizes);
+}
 
 int main(int argc, char **argv) {
     g_sizes = parse_peers(argc, argv);

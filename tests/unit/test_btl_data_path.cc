@@ -3,7 +3,6 @@
 // records what the data path asks of the connection side (the whole module
 // end to end is test_btl_e2e.cc).
 #include <cerrno>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -43,10 +42,6 @@ struct RecordingHost final : btl::DataPathHost {
     bool can_carry(const btl::Endpoint &) override { return false; }
     void forwarded(btl::Endpoint &, const uint8_t *, size_t len) override {
         calls.push_back("forwarded " + std::to_string(len));
-    }
-    btl::Endpoint &make_dc_endpoint(btl::DcSlot &) override {
-        // No DC here (DataPath::set_dc is never called): never asked.
-        throw std::logic_error("make_dc_endpoint without DC");
     }
     bool dc_unknown_sender(uint64_t name) override {
         calls.push_back("dc_unknown_sender " + std::to_string(name));
