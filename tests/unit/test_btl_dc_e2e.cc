@@ -922,3 +922,33 @@ TEST_CASE("btl dc e2e: at finalize what is on the DCIs completes or flushes, eac
     CHECK(put.calls == 1);
     teardown(f); // no QP, AH or buffer left behind
 }
+
+TEST_CASE("btl dc e2e: a DC peer has no endpoint until used; the first fragment from it makes "
+          "the receiver's, and callbacks name it by the handle of add_procs",
+          "[btl][e2e][dc][lazy]") {
+    BtlFabric f(dc_fabric());
+    f.add_all();
+    for (size_t i = 0; i < 2; ++i) {
+        CHECK(f.procs[i]->module->dc_peers() == 0);
+        CHECK(btl::is_dc_handle(f.procs[i]->eps[1 - i]));
+    }
+    for (int n = 0; n < 3; ++n) {
+        REQUIRE(f.send(0, 1, msg(0, 1, n)) == OPAL_SUCCESS);
+    }
+    CHECK(f.procs[0]->module->dc_peers() == 1); // its first use
+    CHECK(f.procs[1]->module->dc_peers() == 0);
+    f.run(20);
+    CHECK(in_order(f, 1, 0) == expected(0, 1, 0, 3));
+    CHECK(f.procs[1]->module->dc_peers() == 1); // made by the first fragment's look-up
+    CHECK(f.procs[1]->module->dc_stats().held >= 1);
+    CHECK(f.procs[1]->module->dc_stats().refused_unknown == 0);
+    btl::Endpoint *ep = f.procs[1]->module->endpoint(f.procs[1]->eps[0]);
+    REQUIRE(ep != nullptr);
+    CHECK(ep->as_opal() == f.procs[1]->eps[0]);
+    CHECK(f.procs[1]->module->dc_peers() == 1); // the same one, not another
+    // And the way back goes at once.
+    REQUIRE(f.send(1, 0, msg(1, 0, 0)) == OPAL_SUCCESS);
+    f.run(10);
+    CHECK(in_order(f, 0, 1) == expected(1, 0, 0, 1));
+    teardown(f);
+}
