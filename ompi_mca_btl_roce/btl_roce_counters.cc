@@ -23,6 +23,7 @@ void Module::read_counters(BtlCounters &out) {
     rc.rerouted_rdma_bytes = rs.rerouted_rdma_bytes;
     rc.carried_rdma = rs.carried_rdma;
     rc.carried_rdma_bytes = rs.carried_rdma_bytes;
+    rc.port_down_notices = rs.port_down_notices;
     out.rails.push_back(rc);
     for (const auto &ep : endpoints_.all) {
         add_drops(out.cm_drops, ep->drops);

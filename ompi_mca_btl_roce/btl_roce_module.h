@@ -305,9 +305,15 @@ public:
     /// received here. `payload` holds hdr.length bytes.
     void receive_forwarded(uint64_t sender, const std::string &via,
                            const wire::ForwardHeader &hdr, const uint8_t *payload);
+    /// Sends `hdr` (a wire::ForwardKind::kPortDown notice of another rail
+    /// of ours, no payload) to `peer` over this rail. Errors: as carry.
+    util::Status carry_notice(uint64_t peer, const wire::ForwardHeader &hdr);
     /// Follows `m`'s events about this port's netdevs from now on (checked
     /// in progress() with one atomic load; see on_net_events()).
     void follow(netmon::Monitor &m);
+    /// Handles `events` as if the monitor had queued them (takes the lock):
+    /// for a caller with another source of events, such as a test.
+    void net_events(const std::vector<netmon::Event> &events);
 
     // --- BTL interface (btl_roce_module.cc) -------------------------------
     // Errors are util::Status; the C function table maps each to an OPAL
@@ -500,6 +506,17 @@ private:
     // Progress and events (btl_roce_progress.cc, btl_roce_netmon.cc), lock held.
     void log_path_stats();
     void on_net_events();
+    void handle_net_events(const std::vector<netmon::Event> &events);
+    /// A peer to tell, over a sibling rail, that our port went down: its
+    /// name and its port index on this rail.
+    struct PortDownNotice {
+        uint64_t peer = 0;
+        uint16_t peer_port = 0;
+    };
+    /// Tells each of `peers` over a sibling rail that our port went down
+    /// (btl_roce_rails.cc); those without a free slot wait for the next
+    /// pass. Without the lock.
+    void tell_port_down(const std::vector<PortDownNotice> &peers);
 
     mca_btl_roce_module_t c_;
     PortPlan plan_;
@@ -544,6 +561,8 @@ private:
     uint64_t progress_calls_ = 0;
     std::unique_ptr<netmon::EventQueue> netq_; ///< bond/address events (netmon)
     double readdress_at_ = 0;       ///< > 0: choose addresses again at this time
+    bool port_down_ = false;        ///< the device said our port went down, not up since
+    std::vector<PortDownNotice> notify_down_; ///< sent by progress() without the lock
 
     std::string rail_name_;         ///< "device:port"
     TransportChoice transport_;     ///< RC or DC, and why (immutable after create)

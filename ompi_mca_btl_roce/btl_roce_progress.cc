@@ -35,7 +35,7 @@ int Module::progress() {
     // The idle path: one poll, a few reads, no clock.
     bool net = netq_ && netq_->changed();
     if (n <= 0 && !cm.busy() && dp_->nothing_deferred() && !conn_->needs_attention() && !net &&
-        readdress_at_ == 0 && lost_.empty()) {
+        readdress_at_ == 0 && lost_.empty() && notify_down_.empty()) {
         OPAL_THREAD_UNLOCK(&lock_);
         return 0;
     }
@@ -64,7 +64,14 @@ int Module::progress() {
     dp_->take_deferred(todo);
     std::vector<uint64_t> lookups = conn_->take_lookups();
     bool lost = !lost_.empty();
+    std::vector<PortDownNotice> notices;
+    if (!notify_down_.empty()) {
+        notices.swap(notify_down_);
+    }
     OPAL_THREAD_UNLOCK(&lock_);
+    if (!notices.empty()) {
+        tell_port_down(notices); // before reroute: the peer moves its traffic too
+    }
     if (lost) {
         reroute(); // sends of a lost rail to a sibling (btl_roce_rails.cc)
     }

@@ -89,6 +89,7 @@ const Def kDefs[] = {
     {"rerouted_rdma", "Puts and gets (each chunk of a large one counts once) of a port that had lost every path to their peer, carried by another port of this process that still reached it (a lost rail)", kCounter, rail_sum<&RailCounters::rerouted_rdma>},
     {"rerouted_rdma_bytes", "Bytes of those puts and gets", kCounter, rail_sum<&RailCounters::rerouted_rdma_bytes>},
     {"carried_rdma_bytes", "Bytes of puts and gets this process's ports posted for another of its ports that had lost its peer (equals rerouted_rdma_bytes once they completed, unless one was posted again after a failure)", kCounter, rail_sum<&RailCounters::carried_rdma_bytes>},
+    {"port_down_notices", "Notices from peers, carried by another port, that their port of a rail went down: the paths to them on that rail failed at once instead of when their retries ran out", kCounter, rail_sum<&RailCounters::port_down_notices>},
     {"paths_up", "Paths (RC queue pairs to peers) connected now", kLevel, paths_up},
     {"path_count", "Paths this process has now, connected or not (the used length of the btl_roce_path_* arrays, which hold at most 64)", kLevel, path_count},
     {"path_bytes_sent", "Per path (array of 64; order: port, peer, path; see btl_roce_path_peer): payload bytes sent", kCounter, nullptr, field<&PathCounters::bytes_sent>},

@@ -34,6 +34,11 @@ void forward_sent(mca_btl_base_module_t *, mca_btl_base_endpoint_t *,
     origin->forward_completed(static_cast<Frag *>(des->des_cbdata), status);
 }
 
+/// A port-down notice went out (or was given up: the peer's QPs will
+/// tell it in time): nothing waits for it.
+void notice_sent(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, mca_btl_base_descriptor_t *,
+                 int) {}
+
 /// A carried put or get is done on the carrying rail (its proxy's
 /// completion, run without its lock): tell the origin module.
 void rdma_carried_cb(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, void *,
@@ -297,7 +302,41 @@ Status Module::carry(uint64_t peer, const wire::ForwardHeader &hdr, const Frag &
     if (Status s = carrier_endpoint(peer, &ep); !s) {
         return s;
     }
-    return dp_->send_forward(*ep, hdr, origin, forward_sent, const_cast<Frag *>(&origin), &from);
+    return dp_->send_forward(*ep, hdr, &origin, forward_sent, const_cast<Frag *>(&origin), &from);
+}
+
+Status Module::carry_notice(uint64_t peer, const wire::ForwardHeader &hdr) {
+    Endpoint *ep = nullptr;
+    if (Status s = carrier_endpoint(peer, &ep); !s) {
+        return s;
+    }
+    return dp_->send_forward(*ep, hdr, nullptr, notice_sent, nullptr, this);
+}
+
+void Module::tell_port_down(const std::vector<PortDownNotice> &peers) {
+    std::vector<PortDownNotice> later;
+    for (const PortDownNotice &n : peers) {
+        Module *b = env_.rails ? env_.rails->sibling(this, n.peer) : nullptr;
+        if (b == nullptr) {
+            continue; // nothing else reaches it: its QPs' retries tell it
+        }
+        wire::ForwardHeader h;
+        h.kind = wire::ForwardKind::kPortDown;
+        h.origin_src_port = port_index_;
+        h.origin_dst_port = n.peer_port;
+        Status s = b->carry_notice(n.peer, h);
+        if (!s && s.code() == Code::kResourceExhausted) {
+            later.push_back(n); // no free slot now: the next pass
+        } else if (!s) {
+            log_.write(LogLevel::kDebug, "telling a peer over " + b->rail_name() +
+                                             " that our port went down: " + s.message());
+        }
+    }
+    if (!later.empty()) {
+        OPAL_THREAD_LOCK(&lock_);
+        notify_down_.insert(notify_down_.end(), later.begin(), later.end());
+        OPAL_THREAD_UNLOCK(&lock_);
+    }
 }
 
 void Module::forward_completed(Frag *f, int status) {
@@ -350,6 +389,20 @@ void Module::receive_forwarded(uint64_t sender, const std::string &via,
                                                  "sender is port %u",
                                                  hdr.origin_src_port, rail_name_.c_str(),
                                                  ep->port_index));
+        OPAL_THREAD_UNLOCK(&lock_);
+        return;
+    }
+    if (hdr.kind == wire::ForwardKind::kPortDown) {
+        // Only a process of the job, over its own connection, can say this
+        // of itself; the worst a false one does is a reconnection.
+        size_t n = conn_->peer_port_down(
+            *ep, util::format("%s said over another rail that its port of this rail went down",
+                              ep->label.c_str()));
+        ++dp_->rail_stats().port_down_notices;
+        log_.write(LogLevel::kInfo,
+                   util::format("%s: %s said over another rail that its port went down: %zu "
+                                "path(s) to it failed at once",
+                                rail_name_.c_str(), ep->label.c_str(), n));
         OPAL_THREAD_UNLOCK(&lock_);
         return;
     }

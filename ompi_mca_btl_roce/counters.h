@@ -46,6 +46,7 @@ struct RailCounters {
     uint64_t rerouted_rdma_bytes = 0;
     uint64_t carried_rdma = 0; ///< puts/gets (or chunks) of another rail it posted
     uint64_t carried_rdma_bytes = 0;
+    uint64_t port_down_notices = 0; ///< peers that said their port of this rail went down
 };
 
 /// Everything the btl counts in one process: the sum over its modules.

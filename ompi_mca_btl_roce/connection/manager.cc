@@ -520,7 +520,7 @@ void ConnectionManager::path_up(Peer &peer, size_t i) {
 // The path's QP is in error (or about to be replaced): retire it, so that
 // the work requests still on it flush back and are resent on the other
 // paths, and try to connect the path again after a short delay.
-void ConnectionManager::path_failed(Peer &peer, size_t i, const std::string &why) {
+void ConnectionManager::path_failed(Peer &peer, size_t i, const std::string &why, bool quiet) {
     if (i >= peer.path_count()) {
         return;
     }
@@ -533,7 +533,7 @@ void ConnectionManager::path_failed(Peer &peer, size_t i, const std::string &why
     for (size_t k = 0; k < peer.path_count(); ++k) {
         up += (k != i && peer.path_conn(k).state == PathState::kUp) ? 1 : 0;
     }
-    log_.write(was_up ? LogLevel::kWarn : LogLevel::kDebug,
+    log_.write(was_up && !quiet ? LogLevel::kWarn : LogLevel::kDebug,
                util::format("path %zu to %s failed: %s; %zu other path(s) up, reconnecting", i,
                             peer.label.c_str(), why.c_str(), up));
     retire(peer, i);
@@ -544,6 +544,44 @@ void ConnectionManager::path_failed(Peer &peer, size_t i, const std::string &why
     update_state(peer);
     if (was_up) {
         host_.path_lost(peer, i);
+    }
+}
+
+size_t ConnectionManager::port_down(Peer &peer, const std::string &why) {
+    if (peer.loopback || peer.state == EpState::kFailed || peer.state == EpState::kClosed) {
+        return 0; // a loopback path stays inside the device
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < peer.path_count(); ++i) {
+        const PathConn &p = peer.path_conn(i);
+        if (p.state != PathState::kIdle || p.local_qpn != 0) {
+            path_failed(peer, i, why, true);
+            ++n;
+        }
+    }
+    return n;
+}
+
+void ConnectionManager::port_up(Peer &peer) {
+    if (peer.loopback || peer.state == EpState::kFailed || peer.state == EpState::kClosed) {
+        return;
+    }
+    double now = host_.now();
+    bool waiting = false;
+    for (size_t i = 0; i < peer.path_count(); ++i) {
+        PathConn &p = peer.path_conn(i);
+        if (p.state == PathState::kIdle && p.reconnect_at > 0) {
+            p.reconnect_at = now;
+            p.tries = 0;
+            waiting = true;
+        } else if (p.state == PathState::kConnecting) {
+            p.next_retry = now;
+            p.retry_interval = cfg_.connect_retry_s;
+            waiting = true;
+        }
+    }
+    if (waiting) {
+        watch(peer);
     }
 }
 

@@ -151,8 +151,19 @@ public:
     /// loopback peer a local wiring. No-op in other states.
     void connect(Peer &peer);
     /// The data path found path `i` broken (an error completion, a failed
-    /// post) or replaced: retire its QP, reconnect after a delay.
-    void path_failed(Peer &peer, size_t i, const std::string &why);
+    /// post) or replaced: retire its QP, reconnect after a delay. A path
+    /// that was up is warned about, unless `quiet` (its cause is warned
+    /// about once elsewhere, as for a port that went down): then at debug
+    /// level.
+    void path_failed(Peer &peer, size_t i, const std::string &why, bool quiet = false);
+    /// Our port went down (its device said so): every path of `peer` that
+    /// has a QP fails now, quietly (path_failed), instead of when each QP's
+    /// retries run out (ack_timeout x retry_cnt: seconds per path, paid
+    /// again at every hop of a protocol). Returns how many paths failed.
+    size_t port_down(Peer &peer, const std::string &why);
+    /// Our port is active again: paths of `peer` waiting to reconnect, or
+    /// waiting to resend a REQ, try now with their back-off reset.
+    void port_up(Peer &peer);
     /// An RC message arrived on path `i`: if it awaited the RTU, it is up.
     void on_rc_message(Peer &peer, size_t i);
     /// Marks path `i` up (after a handshake, an RTU, or a local wiring).

@@ -1,9 +1,10 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 //
 // The Connector's share of progress: the UD QP's completions (datagrams to
-// the connection manager), its recovery after a failed completion, and the
-// retired RC QPs, destroyed once nothing of them can reach the CQ - one by
-// one while the job runs, all at once (bounded) at finalize.
+// the connection manager), its recovery after a failed completion, the port
+// going down and up, and the retired RC QPs, destroyed once nothing of them
+// can reach the CQ - one by one while the job runs, all at once (bounded) at
+// finalize.
 #include "connector/connector.h"
 
 #include "btl_roce_module.h"
@@ -94,6 +95,28 @@ void Connector::check_ud() {
     log_.write(LogLevel::kInfo,
                util::format("%s: UD QP 0x%x was in the error state; recovered (%u so far)",
                             dev_.name().c_str(), dev_.ud_qp()->qp_num, dev_.ud_recoveries()));
+}
+
+size_t Connector::port_state(bool active, const std::string &why, std::vector<Endpoint *> *failed) {
+    size_t peers = 0;
+    for (auto &ep : eps_.all) {
+        if (ep->is_self()) {
+            continue;
+        }
+        if (active) {
+            cm_->port_up(*ep);
+        } else if (reached_elsewhere(*ep) && cm_->port_down(*ep, why) > 0) {
+            ++peers;
+            if (failed != nullptr) {
+                failed->push_back(ep.get());
+            }
+        }
+    }
+    return peers;
+}
+
+size_t Connector::peer_port_down(Endpoint &ep, const std::string &why) {
+    return ep.is_self() ? 0 : cm_->port_down(ep, why);
 }
 
 void Connector::retire_all() {

@@ -129,6 +129,7 @@ struct RailStats {
     uint64_t rerouted_rdma_bytes = 0;  ///< their bytes
     uint64_t carried_rdma = 0;         ///< puts/gets of another rail of ours that we posted
     uint64_t carried_rdma_bytes = 0;   ///< their bytes
+    uint64_t port_down_notices = 0;    ///< peers that said their port of this rail went down
 };
 
 /// What a module counts of its DC traffic (issue 19).
@@ -326,13 +327,14 @@ public:
     /// has failed. Lock held.
     void forward_done(Frag *f, int status);
     /// Entry point (takes the lock): sends `hdr` and `origin`'s payload (a
-    /// send of another rail's endpoint, not ours) to `ep`'s peer as one
-    /// wire::kForward fragment, copied into one of our slots. `cb` runs
+    /// send of another rail's endpoint, not ours; nullptr for a notice
+    /// without payload) to `ep`'s peer as one wire::kForward fragment,
+    /// copied into one of our slots. `cb` runs
     /// (without the lock, our btl) with `cbdata` and `context` in the
     /// descriptor once it is sent or given up. retry_later() without a
     /// free slot; kUnavailable unless `ep` is connected; kInvalidArgument
     /// when the payload does not fit a slot.
-    util::Status send_forward(Endpoint &ep, const wire::ForwardHeader &hdr, const Frag &origin,
+    util::Status send_forward(Endpoint &ep, const wire::ForwardHeader &hdr, const Frag *origin,
                               mca_btl_base_completion_fn_t cb, void *cbdata, void *context);
     /// Runs `ep`'s receive window on `seq`, the number of a send of `ep`'s
     /// peer that another rail carried (kNew: deliver it, once). Lock held.

@@ -79,10 +79,10 @@ void DataPath::forward_done(Frag *f, int status) {
     }
 }
 
-Status DataPath::send_forward(Endpoint &ep, const wire::ForwardHeader &hdr, const Frag &origin,
+Status DataPath::send_forward(Endpoint &ep, const wire::ForwardHeader &hdr, const Frag *origin,
                               mca_btl_base_completion_fn_t cb, void *cbdata, void *context) {
-    size_t first = origin.segments[0].seg_len;
-    size_t second = origin.inplace ? origin.segments[1].seg_len : 0;
+    size_t first = origin != nullptr ? origin->segments[0].seg_len : 0;
+    size_t second = origin != nullptr && origin->inplace ? origin->segments[1].seg_len : 0;
     size_t total = wire::kForwardHeaderSize + first + second;
     OPAL_THREAD_LOCK(&lock_);
     if (ep.state != EpState::kConnected) {
@@ -107,9 +107,11 @@ Status DataPath::send_forward(Endpoint &ep, const wire::ForwardHeader &hdr, cons
     wire::ForwardHeader h = hdr;
     h.length = static_cast<uint32_t>(first + second);
     wire::encode(h, p);
-    std::memcpy(p + wire::kForwardHeaderSize, origin.segments[0].seg_addr.pval, first);
+    if (first > 0) {
+        std::memcpy(p + wire::kForwardHeaderSize, origin->segments[0].seg_addr.pval, first);
+    }
     if (second > 0) {
-        std::memcpy(p + wire::kForwardHeaderSize + first, origin.segments[1].seg_addr.pval,
+        std::memcpy(p + wire::kForwardHeaderSize + first, origin->segments[1].seg_addr.pval,
                     second);
     }
     f->endpoint = &ep;
@@ -121,10 +123,10 @@ Status DataPath::send_forward(Endpoint &ep, const wire::ForwardHeader &hdr, cons
     f->base.des_context = context;
     Status s = send(&ep, &f->base, 0);
     OPAL_THREAD_LOCK(&lock_);
-    if (s) {
+    if (s && origin != nullptr) {
         ++rail_stats_.carried_sends;
         rail_stats_.carried_bytes += first + second;
-    } else {
+    } else if (!s) {
         dev_.frags().put(f); // refused (the peer failed meanwhile): still ours
     }
     OPAL_THREAD_UNLOCK(&lock_);

@@ -453,7 +453,8 @@ Result<ForwardHeader> parse_forward(const uint8_t *data, size_t len) {
                                    "header",
                                    len, kForwardHeaderSize));
     }
-    if (data[0] != static_cast<uint8_t>(ForwardKind::kSend)) {
+    if (data[0] != static_cast<uint8_t>(ForwardKind::kSend) &&
+        data[0] != static_cast<uint8_t>(ForwardKind::kPortDown)) {
         return Status(Code::kProtocol,
                       util::format("forwarded fragment of unknown kind %u", data[0]));
     }
@@ -461,7 +462,7 @@ Result<ForwardHeader> parse_forward(const uint8_t *data, size_t len) {
         return Status(Code::kProtocol, "forwarded fragment with reserved bytes set");
     }
     ForwardHeader h;
-    h.kind = ForwardKind::kSend;
+    h.kind = static_cast<ForwardKind>(data[0]);
     h.tag = data[1];
     h.origin_src_port = u16(2);
     h.origin_dst_port = u16(4);
@@ -477,6 +478,12 @@ Result<ForwardHeader> parse_forward(const uint8_t *data, size_t len) {
         return Status(Code::kProtocol,
                       util::format("forwarded fragment declares %u payload bytes, carries %zu",
                                    h.length, len - kForwardHeaderSize));
+    }
+    if (h.kind == ForwardKind::kPortDown && (h.tag != 0 || h.seq != 0 || h.length != 0)) {
+        return Status(Code::kProtocol,
+                      util::format("forwarded fragment: a port-down notice with tag %u, "
+                                   "number %u, %u payload bytes (all must be 0)",
+                                   h.tag, h.seq, h.length));
     }
     return h;
 }

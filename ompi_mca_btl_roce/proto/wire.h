@@ -172,8 +172,12 @@ void encode(const FragHeader &h, uint8_t *out) noexcept;
 util::Result<FragHeader> parse_frag_header(const uint8_t *data, size_t len);
 
 /// What a forwarded fragment carries (issue 16, a rail lost: docs/architecture.md,
-/// "Losing a rail"). Only kSend exists: RDMA is not forwarded.
-enum class ForwardKind : uint8_t { kSend = 1 };
+/// "Losing a rail"): a send of the origin rail (kSend; RDMA is never
+/// forwarded, the carrier posts it as its own), or the notice that the
+/// sender's port of the origin rail went down (kPortDown: tag, seq and
+/// length 0, no payload), so that the receiver fails its paths to that port
+/// at once instead of when their retries run out.
+enum class ForwardKind : uint8_t { kSend = 1, kPortDown = 2 };
 
 /// The header of a kForward fragment's payload (16 bytes): a send of the
 /// sender's endpoint on another rail (the origin rail), carried over this

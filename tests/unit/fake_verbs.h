@@ -156,6 +156,12 @@ struct FakeDevice {
     /// state and GIDs stay as they are (no carrier change is modelled);
     /// clearing it reconnects the wire.
     bool link_down = false;
+    /// With link_down: RC work to or from the device stays unacknowledged
+    /// in its send queue, as on hardware while a QP's retries last
+    /// (ack_timeout x (retry_cnt + 1): seconds), instead of failing at once.
+    /// Moving the QP to ERR flushes it; clearing this lets the retries run
+    /// out (IBV_WC_RETRY_EXC_ERR).
+    bool link_retrying = false;
     bool checks_pkey_index = true;  ///< mlx5 refuses pkey_index >= table (rxe does not)
     bool raises_last_wqe = true;    ///< SRQ QP in ERR -> IBV_EVENT_QP_LAST_WQE_REACHED
                                     ///< (the IBA requires it; rxe on Linux 6.1 does not)

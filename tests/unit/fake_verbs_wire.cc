@@ -336,9 +336,14 @@ size_t FakeVerbs::run_rc() {
                 // A pulled cable separates two contexts (processes, hosts);
                 // a QP pair within one (a process's loopback path) still
                 // loops back inside the device, as rxe and mlx5 do.
-                bool cut = r != nullptr && q.qp.context != r->qp.context &&
-                           (FakeOps::device_of(q.qp.context).link_down ||
-                            FakeOps::device_of(r->qp.context).link_down);
+                // (A responder QP that is gone counts as across the cable.)
+                const FakeDevice &qd = FakeOps::device_of(q.qp.context);
+                const FakeDevice *rd = r != nullptr ? &FakeOps::device_of(r->qp.context) : nullptr;
+                bool across = r == nullptr || q.qp.context != r->qp.context;
+                bool cut = across && (qd.link_down || (rd != nullptr && rd->link_down));
+                if (cut && (qd.link_retrying || (rd != nullptr && rd->link_retrying))) {
+                    break; // still retrying: no completion yet
+                }
                 if (r == nullptr || r->kind != FakeQpKind::kRC || !ready(*r) || cut) {
                     // Nobody answers (or the cable of either end is pulled).
                     fail_front(*this, q, IBV_WC_RETRY_EXC_ERR);

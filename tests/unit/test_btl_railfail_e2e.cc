@@ -17,6 +17,7 @@
 #include "btl_e2e_util.h"
 #include "btl_fabric.h"
 #include "catch.h"
+#include "netmon/event.h"
 
 using namespace roce;
 using roce::testing::BtlFabric;
@@ -86,6 +87,13 @@ struct Rig {
                 REQUIRE(send(i, r, payload(i, r, n + k, size)) == OPAL_SUCCESS);
             }
         }
+    }
+    /// `count` sends each way on both rails, numbered from 0 (rail 0) and
+    /// 100 (rail 1), all arrived, both rails up.
+    void warm_up(int count) {
+        burst(0, 0, count);
+        burst(1, 100, count);
+        REQUIRE(f.run_until([&] { return all_arrived() && rail_up(0) && rail_up(1); }));
     }
     bool all_arrived() {
         return f.procs[0]->received.size() == sent[0].size() &&
@@ -267,14 +275,177 @@ TEST_CASE("btl rails: a whole rail lost during traffic: its sends move to the ot
     teardown(f);
 }
 
+namespace {
+
+/// What the monitor queues when the device reports its port down or up.
+netmon::Event port_event(const std::string &device, ibv_event_type type) {
+    netmon::Event e;
+    e.kind = netmon::EventKind::kVerbsAsync;
+    e.rdma_device = device;
+    e.rdma_port = 1;
+    e.verbs_event = type;
+    e.verbs_event_name = type == IBV_EVENT_PORT_ERR ? "PORT_ERR" : "PORT_ACTIVE";
+    return e;
+}
+
+} // namespace
+
+TEST_CASE("btl rails: the port of a rail goes down (PORT_ERR): its paths fail at once and the "
+          "traffic moves without waiting for the QPs' retries; PORT_ACTIVE brings it back at "
+          "once",
+          "[btl][e2e][rails][railfail][portdown]") {
+    verbs::note_destroy_failure(0);
+    BtlFabric f(two_rails());
+    Rig g(f);
+    auto &dev1 = f.fake.device("mlx5_bond_1");
+    g.warm_up(4);
+    g.check_delivery();
+
+    // The cables of rail 1 are pulled with sends in flight. On hardware
+    // (and rxe) the QPs retry for ack_timeout x (retry_cnt + 1), seconds per
+    // path: nothing completes, nothing moves, meanwhile.
+    dev1.link_down = true;
+    dev1.link_retrying = true;
+    g.burst(1, 200, 10);
+    f.run(20);
+    CHECK_FALSE(g.all_arrived());
+    CHECK(g.ep(0, 1).state == btl::EpState::kConnected);
+    CHECK(g.ep(0, 1).path_at(0).tx.outstanding > 0);
+
+    // The device reports the port down in both processes: every path of
+    // rail 1 fails now (no retry-exceeded completion), and everything goes
+    // over rail 0, once, with its bytes.
+    for (size_t i = 0; i < 2; ++i) {
+        rail(f, i, 1).net_events({port_event("mlx5_bond_1", IBV_EVENT_PORT_ERR)});
+    }
+    g.burst(1, 300, 10);
+    REQUIRE(f.run_until([&] { return g.all_arrived(); }, 200));
+    g.check_delivery();
+    CHECK(f.log.contains("mlx5_bond_1:1 went down (the device reported IBV_EVENT_PORT_ERR); the "
+                         "paths to 1 peer(s) another rail reaches failed at once"));
+    CHECK_FALSE(f.log.contains("retry counter exceeded"));
+    for (size_t i = 0; i < 2; ++i) {
+        CAPTURE(i);
+        CHECK(g.ep(i, 1).state == btl::EpState::kConnecting);
+        CHECK(g.counters(i, 1).rerouted_sends >= 10);
+        CHECK(g.counters(i, 1).forwarded_refused == 0);
+    }
+    CHECK(g_failed.empty());
+    // A second report of the same state is not warned about again.
+    size_t warned = f.log.lines.size();
+    rail(f, 0, 1).net_events({port_event("mlx5_bond_1", IBV_EVENT_PORT_ERR)});
+    f.run(5);
+    for (size_t k = warned; k < f.log.lines.size(); ++k) {
+        CHECK(f.log.lines[k].find("went down") == std::string::npos);
+    }
+
+    // Down long enough for the reconnection back-off to reach its longest
+    // (5 s between attempts), then back: PORT_ACTIVE makes the paths try at
+    // once, so the rail is up within 0.2 s of the fabric's clock (REQs are
+    // resent every 2 s at most, paths reopened every 3.2 s at most).
+    // (Small steps: the managers' timers run every 16th progress call, so
+    // they must see the clock as a busy progress loop does.)
+    f.run_until([] { return false; }, 4000, 0.01);
+    dev1.link_down = false;
+    dev1.link_retrying = false;
+    for (size_t i = 0; i < 2; ++i) {
+        rail(f, i, 1).net_events({port_event("mlx5_bond_1", IBV_EVENT_PORT_ACTIVE)});
+    }
+    REQUIRE(f.run_until([&] { return g.rail_up(1); }, 20, 0.01));
+    CHECK(
+        f.log.contains("mlx5_bond_1:1 is active again (IBV_EVENT_PORT_ACTIVE): reconnecting now"));
+    uint64_t rerouted = g.counters(0, 1).rerouted_sends;
+    uint64_t rail1_before = g.path_bytes(0, 1);
+    g.burst(1, 600, 10);
+    REQUIRE(f.run_until([&] { return g.all_arrived(); }));
+    g.check_delivery();
+    CHECK(g.counters(0, 1).rerouted_sends == rerouted);
+    CHECK(g.path_bytes(0, 1) > rail1_before);
+    CHECK(f.procs[0]->errors.empty());
+    CHECK(f.procs[1]->errors.empty());
+    teardown(f);
+}
+
+TEST_CASE("btl rails: only one side sees its port go down (a switch between): the peer "
+          "learns it from a notice over the other rail and moves its traffic at once",
+          "[btl][e2e][rails][railfail][portdown]") {
+    verbs::note_destroy_failure(0);
+    BtlFabric f(two_rails());
+    Rig g(f);
+    auto &dev1 = f.fake.device("mlx5_bond_1");
+    g.warm_up(4);
+
+    // Process 0's cable on rail 1 is pulled at the switch: its device
+    // reports PORT_ERR, process 1's port stays up and its QPs would retry
+    // for seconds before they found out.
+    dev1.link_down = true;
+    dev1.link_retrying = true;
+    g.burst(1, 200, 6);
+    f.run(5);
+    rail(f, 0, 1).net_events({port_event("mlx5_bond_1", IBV_EVENT_PORT_ERR)});
+    REQUIRE(f.run_until([&] { return g.ep(1, 1).state == btl::EpState::kConnecting; }, 50));
+    CHECK(f.log.contains("mlx5_bond_1:1: rank 0 "));
+    CHECK(f.log.contains("that its port went down: 1 path(s) to it failed at once"));
+    CHECK(g.counters(1, 1).port_down_notices == 1);
+    CHECK(g.counters(0, 1).port_down_notices == 0);
+    // Both sides' rail-1 traffic, the sends in flight included, arrives
+    // over rail 0, once; no QP ran out of retries.
+    g.burst(1, 300, 6);
+    REQUIRE(f.run_until([&] { return g.all_arrived(); }, 200));
+    g.check_delivery();
+    CHECK_FALSE(f.log.contains("retry counter exceeded"));
+    CHECK(g.counters(1, 1).rerouted_sends >= 6);
+    CHECK(g.counters(0, 1).forwarded_refused == 0);
+    CHECK(g.counters(1, 1).forwarded_refused == 0);
+    CHECK(g_failed.empty());
+    teardown(f);
+}
+
+TEST_CASE("btl rails: a port that goes down with no other rail to the peer keeps its QPs (a "
+          "short flap heals by retransmission)",
+          "[btl][e2e][rails][railfail][portdown]") {
+    verbs::note_destroy_failure(0);
+    BtlFabric f(two_rails());
+    Rig g(f);
+    g.warm_up(4);
+    // Rail 0 is gone for good first: rail 1 is the only way to the peer.
+    auto &dev0 = f.fake.device("mlx5_bond_0");
+    dev0.link_down = true;
+    for (size_t i = 0; i < 2; ++i) {
+        rail(f, i, 0).net_events({port_event("mlx5_bond_0", IBV_EVENT_PORT_ERR)});
+    }
+    f.run(10);
+    REQUIRE(g.ep(0, 0).state == btl::EpState::kConnecting);
+    // Now rail 1's port flaps: its paths are kept (still up) and the sends
+    // in flight arrive when the link is back, without a reconnection.
+    auto &dev1 = f.fake.device("mlx5_bond_1");
+    dev1.link_down = true;
+    dev1.link_retrying = true;
+    g.burst(1, 200, 4);
+    for (size_t i = 0; i < 2; ++i) {
+        rail(f, i, 1).net_events({port_event("mlx5_bond_1", IBV_EVENT_PORT_ERR)});
+    }
+    f.run(10);
+    CHECK(f.log.contains("mlx5_bond_1:1 went down (the device reported IBV_EVENT_PORT_ERR); no "
+                         "other rail of this process reaches its peers: their paths stay and "
+                         "retry (a short flap heals)"));
+    CHECK(g.ep(0, 1).state == btl::EpState::kConnected);
+    CHECK(g.ep(0, 1).path_at(0).state == btl::PathState::kUp);
+    dev1.link_down = false;
+    dev1.link_retrying = false;
+    REQUIRE(f.run_until([&] { return g.all_arrived(); }));
+    g.check_delivery();
+    CHECK(g.counters(0, 1).rerouted_sends == 0);
+    CHECK(g.ep(0, 1).path_at(0).state == btl::PathState::kUp);
+    teardown(f);
+}
+
 TEST_CASE("btl rails: with every rail down the peer fails after connect_timeout, as before",
           "[btl][e2e][rails][railfail]") {
     verbs::note_destroy_failure(0);
     BtlFabric f(two_rails());
     Rig g(f);
-    g.burst(0, 0, 4);
-    g.burst(1, 100, 4);
-    REQUIRE(f.run_until([&] { return g.all_arrived() && g.rail_up(0) && g.rail_up(1); }));
+    g.warm_up(4);
     f.fake.device("mlx5_bond_0").link_down = true;
     f.fake.device("mlx5_bond_1").link_down = true;
     f.run(5);
@@ -301,9 +472,7 @@ TEST_CASE("btl rails: forwarded fragments naming the wrong rail or sender port, 
     verbs::note_destroy_failure(0);
     BtlFabric f(two_rails());
     Rig g(f);
-    g.burst(0, 0, 3);
-    g.burst(1, 100, 3);
-    REQUIRE(f.run_until([&] { return g.all_arrived() && g.rail_up(0) && g.rail_up(1); }));
+    g.warm_up(3);
     g.check_delivery();
     const size_t before = f.procs[1]->received.size();
 

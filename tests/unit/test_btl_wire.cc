@@ -364,8 +364,11 @@ TEST_CASE("wire: forwarded fragment header round trip and every refusal", "[btl]
     };
     refused(std::vector<uint8_t>(b.begin(), b.begin() + 15), "shorter than its 16-byte header");
     std::vector<uint8_t> bad = b;
-    bad[0] = 2;
-    refused(bad, "unknown kind 2");
+    bad[0] = 3;
+    refused(bad, "unknown kind 3");
+    bad = b;
+    bad[0] = 0;
+    refused(bad, "unknown kind 0");
     bad = b;
     bad[7] = 1;
     refused(bad, "reserved bytes set");
@@ -388,6 +391,28 @@ TEST_CASE("wire: forwarded fragment header round trip and every refusal", "[btl]
     bad[14] = 0xff;
     bad[15] = 0xff; // a length that would wrap
     refused(bad, "declares 4294967295 payload bytes, carries 4");
+    // A port-down notice: no payload, tag and number 0; anything else in
+    // it is refused.
+    ForwardHeader n;
+    n.kind = ForwardKind::kPortDown;
+    n.origin_src_port = 1;
+    n.origin_dst_port = 0;
+    std::vector<uint8_t> nb(kForwardHeaderSize, 0);
+    encode(n, nb.data());
+    auto np = parse_forward(nb.data(), nb.size());
+    REQUIRE(np.is_ok());
+    CHECK(*np == n);
+    bad = nb;
+    bad[1] = 0x41;
+    refused(bad, "port-down notice with tag 65, number 0, 0 payload bytes (all must be 0)");
+    bad = nb;
+    bad[8] = 7;
+    refused(bad, "port-down notice with tag 0, number 7");
+    bad = nb;
+    bad[12] = 2;
+    bad.push_back(0);
+    bad.push_back(0);
+    refused(bad, "port-down notice with tag 0, number 0, 2 payload bytes");
     // The fragment type of a forwarded send parses; one past it does not.
     uint8_t fh[kFragHeaderSize];
     FragHeader f;

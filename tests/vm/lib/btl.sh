@@ -279,6 +279,9 @@ PATH_FAILED='^\[[^]]*\] btl roce \[[^]]*\]: warning: path [0-9]+ to rank [0-9]+ 
 # lost every path and which rail carries the traffic, and once that it is back.
 RAIL_LOST='^\[[^]]*\] btl roce \[[^]]*\]: warning: [^ ]+ lost every path to rank [0-9]+ .*; its traffic goes over [^ ]+ until this rail returns$'
 RAIL_BACK='^\[[^]]*\] btl roce \[[^]]*\]: warning: [^ ]+ reaches rank [0-9]+ .* again: its traffic is back on this rail$'
+# A port went down (PORT_ERR), said once per process and port: the paths to
+# peers another rail reaches failed at once, or none does and they retry.
+RAIL_DOWN='^\[[^]]*\] btl roce \[[^]]*\]: warning: [^ ]+ went down \(the device reported IBV_EVENT_PORT_ERR\); (the paths to [0-9]+ peer\(s\) another rail reaches failed at once, their traffic moves there until this port is back|no other rail of this process reaches its peers: their paths stay and retry \(a short flap heals\))$'
 # With the components installed (as .ci/run does), the first failed path of
 # each rank also shows the help topic "path failed" (help-mpi-btl-roce.txt),
 # which mpirun prints once in a box of dashes and then counts ("N more
@@ -314,7 +317,7 @@ without_help_box() {
 # verbose ones, the path-failure warnings, the "path failed" help topic with
 # its count and Open MPI's lost-help-message line.
 fault_stderr() {
-    other_stderr "$1" | grep -v -E "$PATH_FAILED|$RAIL_LOST|$RAIL_BACK" | without_help_box "$PATH_FAILED_HELP" |
+    other_stderr "$1" | grep -v -E "$PATH_FAILED|$RAIL_LOST|$RAIL_BACK|$RAIL_DOWN" | without_help_box "$PATH_FAILED_HELP" |
         grep -v -E "$PATH_FAILED_COUNT|$HELP_AGGREGATE_HINT|$OMPI_HELP_RELAY_LOST"
 }
 # relay_lost_note FILE: a note if Open MPI lost help messages in FILE.
