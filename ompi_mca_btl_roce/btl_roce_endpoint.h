@@ -81,8 +81,31 @@ struct DcRoute {
     uint32_t dci = 0;     ///< our DCI for this peer (DataPath::add_dc_peer: a hash)
 };
 
+class Endpoint;
+
+/// DC peers' handles (issue 19: flat per-peer memory). What add_procs
+/// gives Open MPI for a peer reached over DC is not an object of ours but
+/// the peer's opal_proc_t address with bit 0 set: Open MPI only stores the
+/// handle and passes it back (bml, ob1, osc/rdma never dereference a btl's
+/// endpoint), so a DC peer costs this module no memory until it is used -
+/// then its Endpoint is made (Module::endpoint) and found by name. An
+/// Endpoint's own address, and an opal_proc_t's, have bit 0 clear.
+inline bool is_dc_handle(const mca_btl_base_endpoint_t *e) {
+    return (reinterpret_cast<uintptr_t>(e) & 1u) != 0;
+}
+/// The handle of DC peer `proc`.
+inline mca_btl_base_endpoint_t *dc_handle_of(opal_proc_t *proc) {
+    static_assert(alignof(opal_proc_t) >= 2, "bit 0 of a proc's address marks a DC handle");
+    return reinterpret_cast<mca_btl_base_endpoint_t *>(reinterpret_cast<uintptr_t>(proc) | 1u);
+}
+/// The process a DC handle names (is_dc_handle(e)).
+inline opal_proc_t *dc_handle_proc(const mca_btl_base_endpoint_t *e) {
+    return reinterpret_cast<opal_proc_t *>(reinterpret_cast<uintptr_t>(e) & ~uintptr_t{1});
+}
+
 /// One peer process as seen from one module (port). Owned by the Module;
-/// Open MPI holds it as an opaque mca_btl_base_endpoint_t*. Its connection
+/// Open MPI holds it as an opaque mca_btl_base_endpoint_t* (a DC peer's as
+/// its DC handle, dc_handle_of). Its connection
 /// state (Peer, PathConn; the paths' QPs, addressing) is written by the
 /// module's ConnectionManager and Connector, its transmit state (PathTx,
 /// sequence numbers and windows, the pending and retry queues) by the
@@ -118,8 +141,18 @@ public:
     const DcRoute &dc_route() const { return dc_; }
     void set_dc_route(const DcRoute &r) { dc_ = r; }
 
-    mca_btl_base_endpoint_t *as_opal() { return reinterpret_cast<mca_btl_base_endpoint_t *>(this); }
-    static Endpoint *from(mca_btl_base_endpoint_t *ep) { return reinterpret_cast<Endpoint *>(ep); }
+    /// What Open MPI knows this peer by: its DC handle (set_opal_handle),
+    /// else this endpoint's address.
+    mca_btl_base_endpoint_t *as_opal() {
+        return opal_ != nullptr ? opal_ : reinterpret_cast<mca_btl_base_endpoint_t *>(this);
+    }
+    /// The Endpoint of a handle of add_procs that is not a DC handle
+    /// (nullptr for a DC handle: Module::endpoint resolves those).
+    static Endpoint *from(mca_btl_base_endpoint_t *ep) {
+        return is_dc_handle(ep) ? nullptr : reinterpret_cast<Endpoint *>(ep);
+    }
+    /// Open MPI knows this peer by `h` (a DC handle) from now on.
+    void set_opal_handle(mca_btl_base_endpoint_t *h) { opal_ = h; }
 
 private:
     friend class Connector; // the connection side: paths, QPs, addressing
@@ -143,6 +176,7 @@ private:
     Frag *pending_tail_ = nullptr;
     uint32_t rdma_outstanding_ = 0;
     DcRoute dc_; ///< set: the peer is reached over DC (no paths are used)
+    mca_btl_base_endpoint_t *opal_ = nullptr; ///< a DC peer's handle, else nullptr
     /// DC: the last of the sends that a DCI error put back at the head of
     /// pending_ (the next one flushed goes after it, keeping their order).
     Frag *dc_requeued_ = nullptr;

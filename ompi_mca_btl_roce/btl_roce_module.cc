@@ -32,7 +32,16 @@ double now_seconds() noexcept {
 namespace {
 
 Module *M(mca_btl_base_module_t *b) { return Module::from(b); }
-Endpoint *E(mca_btl_base_endpoint_t *e) { return Endpoint::from(e); }
+
+// The Endpoint of Open MPI's handle `e` (Module::endpoint: a DC peer's is
+// made at its first use). `*bad` when `e` names a peer whose Endpoint
+// cannot be had (its modex gone): the entry point answers OPAL_ERR_UNREACH,
+// or no descriptor.
+Endpoint *EP(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, bool *bad) {
+    Endpoint *ep = M(b)->endpoint(e);
+    *bad = ep == nullptr && e != nullptr;
+    return ep;
+}
 
 // The thunks: catch everything, never let an exception into Open MPI.
 template <typename F>
@@ -73,7 +82,13 @@ int t_finalize(mca_btl_base_module_t *b) {
 }
 mca_btl_base_descriptor_t *t_alloc(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e,
                                    uint8_t order, size_t size, uint32_t flags) {
-    return guarded([&] { return M(b)->alloc(E(e), order, size, flags); }, nullptr);
+    return guarded(
+        [&] {
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? nullptr : M(b)->alloc(ep, order, size, flags);
+        },
+        nullptr);
 }
 int t_free(mca_btl_base_module_t *b, mca_btl_base_descriptor_t *d) {
     return guarded([&] { return answer(M(b), M(b)->free_des(d)); }, OPAL_ERROR);
@@ -81,18 +96,34 @@ int t_free(mca_btl_base_module_t *b, mca_btl_base_descriptor_t *d) {
 mca_btl_base_descriptor_t *t_prepare_src(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e,
                                          opal_convertor_t *c, uint8_t order, size_t reserve,
                                          size_t *size, uint32_t flags) {
-    return guarded([&] { return M(b)->prepare_src(E(e), c, order, reserve, size, flags); }, nullptr);
+    return guarded(
+        [&] {
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? nullptr : M(b)->prepare_src(ep, c, order, reserve, size, flags);
+        },
+        nullptr);
 }
 int t_send(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, mca_btl_base_descriptor_t *d,
            mca_btl_base_tag_t tag) {
-    return guarded([&] { return answer(M(b), M(b)->send(E(e), d, tag)); }, OPAL_ERROR);
+    return guarded(
+        [&] {
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH : answer(M(b), M(b)->send(ep, d, tag));
+        },
+        OPAL_ERROR);
 }
 int t_sendi(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, opal_convertor_t *c, void *hdr,
             size_t hdr_size, size_t payload, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
             mca_btl_base_descriptor_t **d) {
     return guarded(
         [&] {
-            return answer(M(b), M(b)->sendi(E(e), c, hdr, hdr_size, payload, order, flags, tag, d));
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH
+                       : answer(M(b),
+                                M(b)->sendi(ep, c, hdr, hdr_size, payload, order, flags, tag, d));
         },
         OPAL_ERR_OUT_OF_RESOURCE);
 }
@@ -102,7 +133,11 @@ int t_put(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uin
           void *data) {
     return guarded(
         [&] {
-            return answer(M(b), M(b)->rdma(E(e), true, local, remote, lh, rh, size, cb, ctx, data));
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH
+                       : answer(M(b),
+                                M(b)->rdma(ep, true, local, remote, lh, rh, size, cb, ctx, data));
         },
         OPAL_ERROR);
 }
@@ -112,8 +147,11 @@ int t_get(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, uin
           void *data) {
     return guarded(
         [&] {
-            return answer(M(b),
-                          M(b)->rdma(E(e), false, local, remote, lh, rh, size, cb, ctx, data));
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH
+                       : answer(M(b),
+                                M(b)->rdma(ep, false, local, remote, lh, rh, size, cb, ctx, data));
         },
         OPAL_ERROR);
 }
@@ -122,8 +160,11 @@ int t_aop(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, uint64_t remote,
           int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
     return guarded(
         [&] {
-            return answer(M(b), M(b)->atomic(E(e), nullptr, remote, nullptr, rh, op, operand, 0,
-                                             false, cb, ctx, data));
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH
+                       : answer(M(b), M(b)->atomic(ep, nullptr, remote, nullptr, rh, op, operand, 0,
+                                                   false, cb, ctx, data));
         },
         OPAL_ERROR);
 }
@@ -133,8 +174,11 @@ int t_afop(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, ui
            mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
     return guarded(
         [&] {
-            return answer(M(b), M(b)->atomic(E(e), local, remote, lh, rh, op, operand, 0, false, cb,
-                                             ctx, data));
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH
+                       : answer(M(b), M(b)->atomic(ep, local, remote, lh, rh, op, operand, 0, false,
+                                                   cb, ctx, data));
         },
         OPAL_ERROR);
 }
@@ -144,13 +188,22 @@ int t_acswap(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e, void *local, 
              mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data) {
     return guarded(
         [&] {
-            return answer(M(b), M(b)->atomic(E(e), local, remote, lh, rh, 0, value, compare, true,
-                                             cb, ctx, data));
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH
+                       : answer(M(b), M(b)->atomic(ep, local, remote, lh, rh, 0, value, compare,
+                                                   true, cb, ctx, data));
         },
         OPAL_ERROR);
 }
 int t_flush(mca_btl_base_module_t *b, mca_btl_base_endpoint_t *e) {
-    return guarded([&] { return answer(M(b), M(b)->flush(e ? E(e) : nullptr)); }, OPAL_ERROR);
+    return guarded(
+        [&] {
+            bool bad = false;
+            Endpoint *ep = EP(b, e, &bad);
+            return bad ? OPAL_ERR_UNREACH : answer(M(b), M(b)->flush(ep));
+        },
+        OPAL_ERROR);
 }
 mca_btl_base_registration_handle_t *t_register_mem(mca_btl_base_module_t *b,
                                                    mca_btl_base_endpoint_t *, void *base,
@@ -437,7 +490,26 @@ Module::~Module() {
         rail_regs_.clear();
     }
     // The DCIs and the DCT first: their work names the Connector's
-    // address handles, and they complete into the Device's CQ.
+    // address handles, and they complete into the Device's CQ. What is on
+    // the DCIs completes (or flushes back in error) before they go, and
+    // its callbacks run now, once: none after finalize.
+    if (dc_ && dp_) {
+        dp_->close_dc(1.0);
+        std::vector<DataPath::Deferred> todo;
+        dp_->take_deferred(todo);
+        // Completions only: receives and the error callback are not
+        // given to a PML that is finalizing.
+        std::vector<DataPath::Deferred> done;
+        for (DataPath::Deferred &d : todo) {
+            if (d.kind == DataPath::Deferred::Kind::kSendDone ||
+                d.kind == DataPath::Deferred::Kind::kRdmaDone) {
+                done.push_back(std::move(d));
+            }
+        }
+        if (!done.empty()) {
+            dp_->run_deferred(done);
+        }
+    }
     dc_.reset();
     if (conn_) {
         conn_->retire_all();
@@ -471,62 +543,6 @@ wire::PortAdvert Module::advert() const {
         a.dc_key = dc_->access_key();
     }
     return a;
-}
-
-Status Module::add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
-                         opal_bitmap_t *reachable) {
-    // The modex reads go first, without the lock: they may block on the PMIx
-    // server, and progress (another thread's) must not wait for them.
-    std::vector<Result<wire::ModexAddress>> addrs;
-    addrs.reserve(nprocs);
-    for (size_t i = 0; i < nprocs; ++i) {
-        addrs.push_back(env_.peers->address(procs[i]));
-    }
-    OPAL_THREAD_LOCK(&lock_);
-    for (size_t i = 0; i < nprocs; ++i) {
-        opal_process_name_t pn = procs[i]->proc_name;
-        uint64_t name = (static_cast<uint64_t>(pn.jobid) << 32) | pn.vpid;
-        Endpoint *ep = nullptr;
-        auto it = endpoints_.by_name.find(name);
-        if (it != endpoints_.by_name.end()) {
-            ep = it->second;
-        } else {
-            std::string why = addrs[i] ? "" : addrs[i].status().message();
-            ep = addrs[i] ? conn_->add_endpoint(procs[i], *addrs[i], &why) : nullptr;
-            if (ep != nullptr && dc_ && dc_with_peer(true, ep->peer_port())) {
-                add_dc_peer(*ep);
-            }
-            if (ep == nullptr) {
-                log_.write(util::LogLevel::kInfo,
-                           util::format("%s:%d cannot reach %s: %s", plan_.device.c_str(),
-                                        plan_.port, OPAL_NAME_PRINT(pn), why.c_str()));
-            }
-        }
-        endpoints[i] = ep ? ep->as_opal() : nullptr;
-        if (ep != nullptr && reachable != nullptr) {
-            opal_bitmap_set_bit(reachable, static_cast<int>(i));
-        }
-    }
-    OPAL_THREAD_UNLOCK(&lock_);
-    return Status::ok();
-}
-
-void Module::add_dc_peer(Endpoint &ep) {
-    auto ah = conn_->dc_ah(ep);
-    if (!ah) {
-        // The peer sends to us over DC and we cannot answer: its fragments
-        // are refused here (not a DC peer), ours would go over RC.
-        log_.write(util::LogLevel::kWarn, "DC to " + ep.label + ": " + ah.status().message() +
-                                              "; this peer is not reached over DC");
-        return;
-    }
-    dp_->add_dc_peer(ep, *ah);
-}
-
-Status Module::del_procs(size_t, opal_proc_t **, mca_btl_base_endpoint_t **) {
-    // Endpoints live until finalize: a peer that reconnects (or a late
-    // fragment) must still find its state.
-    return Status::ok();
 }
 
 void Module::log_path_stats() {

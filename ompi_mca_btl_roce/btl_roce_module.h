@@ -319,11 +319,33 @@ public:
     // Errors are util::Status; the C function table maps each to an OPAL
     // code once (to_opal, btl_roce_log.h). data/data_path.h says which code
     // each data-path answer becomes.
-    /// Endpoints for the processes this port reaches (set in `reachable`);
+    /// Handles for the processes this port reaches (set in `reachable`);
     /// reads the modex without the lock. A peer it cannot reach is left out
-    /// (logged at info level), not an error: always ok.
+    /// (logged at info level), not an error: always ok. What is allocated
+    /// when (issue 19): an RC peer gets its Endpoint here (its paths' QPs
+    /// come at its first send). A DC peer (it published a DC target on the
+    /// port we reach, as we did) gets nothing of its own: its handle is
+    /// its DC handle (dc_handle_of: its opal_proc_t's address, tagged),
+    /// and only the first peer at a remote GID makes that GID's address
+    /// handle (Connector::dc_dest, shared by the peers there). Its Endpoint
+    /// (sequence windows, queues, label: some KiB) is made at its first
+    /// use (endpoint()) or when its first fragment arrives (looked up as a
+    /// process not added yet is, in progress). A process added again gets
+    /// the handle it got before.
     util::Status add_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
                            opal_bitmap_t *reachable);
+    /// The Endpoint behind a handle of add_procs (nullptr for nullptr).
+    /// For a DC handle it is found by name (the module lock taken around a
+    /// hash look-up), or made now on the peer's first use: its modex read
+    /// again without the lock, then add_peer with `use`; nullptr (logged)
+    /// if that fails. What every entry point of the C function table calls
+    /// with Open MPI's handle.
+    Endpoint *endpoint(mca_btl_base_endpoint_t *e);
+    /// DC peers with an Endpoint (used, or heard from). Lock held or a
+    /// single thread.
+    size_t dc_peers() const { return dp_->dc_peers(); }
+    /// Remote GIDs with a DC address handle (shared by their peers).
+    size_t dc_dests() const { return conn_->dc_dests(); }
     /// Nothing: endpoints live until finalize. Always ok.
     util::Status del_procs(size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints);
     /// Logs the path counters and hands the module to env.finalized (which
@@ -413,10 +435,22 @@ private:
     /// (Connector::queue_lookup). Lock held.
     bool dc_unknown_sender(uint64_t name) override { return conn_->queue_lookup(name); }
 
-    /// `ep`'s peer published a DC target, as we did: its sends go over DC
-    /// (the shared address handle to its GID, DataPath::add_dc_peer). Lock
-    /// held.
-    void add_dc_peer(Endpoint &ep);
+    /// The Endpoint of process `pn`, if it has one. Lock held.
+    Endpoint *find_endpoint(const opal_process_name_t &pn);
+    /// What Open MPI holds for process `pn` if it has an Endpoint, else
+    /// nullptr. Lock held.
+    mca_btl_base_endpoint_t *known(const opal_process_name_t &pn);
+    /// Adds `proc` (modex address `addr`) at the first of its ports we
+    /// reach. A peer that published a DC target there, as we did, is
+    /// reached over DC: its GID's address handle is made if it is the
+    /// first peer there (Connector::dc_dest, shared), and then, unless
+    /// `use`, nothing more - its DC handle (dc_handle_of) is returned; with
+    /// `use` (its first use, or its first fragment) its Endpoint is made
+    /// with its DC route (DataPath::add_dc_peer). Any other peer gets its
+    /// Endpoint (Connector::add_endpoint_at). nullptr and `why` when no
+    /// port is reached. Lock held.
+    mca_btl_base_endpoint_t *add_peer(opal_proc_t *proc, const wire::ModexAddress &addr,
+                                      std::string *why, bool use);
 
     /// Looks up the names the Connector queued (unknown requesters of our
     /// job) and makes their endpoints; called without the lock (the

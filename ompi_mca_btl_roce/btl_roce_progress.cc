@@ -91,14 +91,18 @@ void Module::resolve_lookups(const std::vector<uint64_t> &names) {
                          : Result<wire::ModexAddress>(Status(Code::kNotFound, "no such process"));
         OPAL_THREAD_LOCK(&lock_);
         std::string why = addr ? "" : addr.status().message();
-        Endpoint *made = nullptr;
-        if (endpoints_.by_name.count(name) == 0 && addr) {
-            made = conn_->add_endpoint(proc, *addr, &why);
-            if (made != nullptr && dc_ && dc_with_peer(true, made->peer_port())) {
-                add_dc_peer(*made); // delivers what it sent before, in order
-            }
+        mca_btl_base_endpoint_t *h = proc != nullptr ? known(proc->proc_name) : nullptr;
+        if (h == nullptr && addr) {
+            // A DC peer heard from: its Endpoint now, which delivers what
+            // it sent before, in order.
+            h = add_peer(proc, *addr, &why, true);
         }
-        if (endpoints_.by_name.count(name) == 0) {
+        Endpoint *made = proc != nullptr ? find_endpoint(proc->proc_name) : nullptr;
+        if (made != nullptr && !made->dc()) {
+            // Reached over RC from here: what it sent us over DC is refused.
+            dp_->drop_dc_held(name);
+        }
+        if (h == nullptr) {
             conn_->lookup_failed(name);
             dp_->drop_dc_held(name);
             opal_process_name_t pn;

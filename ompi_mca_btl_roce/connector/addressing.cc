@@ -32,7 +32,7 @@ Status Connector::ensure_ah(Endpoint &ep) {
     if (ep.ah_) {
         return Status::ok();
     }
-    auto ah = make_ah(ep);
+    auto ah = make_ah(ep.path_, ep.label);
     if (!ah) {
         return ah.status();
     }
@@ -40,53 +40,54 @@ Status Connector::ensure_ah(Endpoint &ep) {
     return Status::ok();
 }
 
-util::Result<ibv_ah *> Connector::dc_ah(Endpoint &ep) {
-    auto it = dc_ahs_.find(ep.path().dgid);
-    if (it != dc_ahs_.end()) {
-        return it->second.get();
+util::Result<uint32_t> Connector::dc_dest(const PathChoice &path) {
+    auto it = dc_dest_by_gid_.find(path.dgid);
+    if (it != dc_dest_by_gid_.end()) {
+        return it->second;
     }
-    auto ah = make_ah(ep);
+    PathChoice p = path;
+    auto ah = make_ah(p, "the DC peers at " + gid_text(path.dgid));
     if (!ah) {
         return ah.status();
     }
-    ibv_ah *raw = ah->get();
-    dc_ahs_.emplace(ep.path().dgid, std::move(ah.value()));
-    return raw;
+    auto index = static_cast<uint32_t>(dc_dests_.size());
+    dc_dests_.push_back(std::move(ah.value()));
+    dc_dest_by_gid_.emplace(path.dgid, index);
+    return index;
 }
 
-util::Result<verbs::Ah> Connector::make_ah(Endpoint &ep) {
+util::Result<verbs::Ah> Connector::make_ah(PathChoice &path, const std::string &who) {
     qp::QpParams params;
-    ibv_ah_attr a = qp::build_ah_attr(ep.path().selection, ep.path().dgid, params);
+    ibv_ah_attr a = qp::build_ah_attr(path.selection, path.dgid, params);
     // Address handles go through the same checks as QP transitions, against
     // the same shared view (no machine read here).
     auto snap = env_.snapshots();
     if (snap) {
-        qp::PreflightResult pf = qp::preflight_ah(**snap, ep.path().selection, a);
+        qp::PreflightResult pf = qp::preflight_ah(**snap, path.selection, a);
         for (const auto &c : pf.corrections) {
-            log_.write(LogLevel::kInfo, "address handle to " + ep.label + ": " + c);
+            log_.write(LogLevel::kInfo, "address handle to " + who + ": " + c);
         }
         if (!pf.ok()) {
             std::vector<std::string> why;
             for (const auto &p : pf.problems) {
                 why.push_back(p.message + "; " + p.fix);
             }
-            return Status(Code::kUnavailable, "ibv_create_ah to " + ep.label +
-                                                  " refused before the call: " +
-                                                  util::join(why, "; "));
+            return Status(Code::kUnavailable,
+                          "ibv_create_ah to " + who +
+                              " refused before the call: " + util::join(why, "; "));
         }
     }
     ibv_ah *ah = dev_.api().create_ah(dev_.pd(), &a);
     if (ah == nullptr) {
-        return Status::from_errno(errno, util::format("ibv_create_ah on %s:%d gid[%d] %s -> %s",
-                                                      plan_.device.c_str(), plan_.port,
-                                                      a.grh.sgid_index,
-                                                      gid_text(ep.path().sgid()).c_str(),
-                                                      gid_text(ep.path().dgid).c_str()));
+        return Status::from_errno(
+            errno, util::format("ibv_create_ah on %s:%d gid[%d] %s -> %s", plan_.device.c_str(),
+                                plan_.port, a.grh.sgid_index, gid_text(path.sgid()).c_str(),
+                                gid_text(path.dgid).c_str()));
     }
     // Preflight followed our GID to its new slot (the bond's addresses were
     // rewritten, e.g. at an active-backup failover): the endpoint's one
     // Selection follows, so RC QPs made from now on start from the new index.
-    ep.path_.selection.gid_index = a.grh.sgid_index;
+    path.selection.gid_index = a.grh.sgid_index;
     return verbs::Ah(ah, verbs::AhDeleter{&dev_.api(), &log_});
 }
 
@@ -211,8 +212,8 @@ bool Connector::revalidate(Peer &peer, bool thorough) {
     return revalidate_path(ep);
 }
 
-Endpoint *Connector::add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr,
-                               std::string *why) {
+std::optional<Connector::PortPick> Connector::choose_port(const wire::ModexAddress &addr,
+                                                          std::string *why) {
     std::vector<std::string> reasons;
     // New endpoints choose from the machine as it is now.
     std::shared_ptr<const topo::Snapshot> view = current_view();
@@ -231,25 +232,36 @@ Endpoint *Connector::add_endpoint(opal_proc_t *proc, const wire::ModexAddress &a
             reasons.push_back(path.status().message());
             continue;
         }
-        uint64_t name = name_of(proc->proc_name);
-        auto ep = std::make_unique<Endpoint>(cfg_.seq_span, proc, name,
-                                             static_cast<uint16_t>(i), pp, path.value());
-        ep->loopback = (name == env_.self_name);
-        ep->token = addr.token;
-        BondView bond = bond_view(*view, ep->path().selection.netdev);
-        ep->spread_model_ = spread_model(bond.members, bond.hash_policy,
-                                         util::IpAddress::from_gid(ep->path().sgid()),
-                                         util::IpAddress::from_gid(ep->path().dgid));
-        log_.write(LogLevel::kDebug,
-                   util::format("%s:%d -> %s: %s", plan_.device.c_str(), plan_.port,
-                                ep->label.c_str(), ep->path().why.c_str()));
-        Endpoint *raw = ep.get();
-        eps_.all.push_back(std::move(ep));
-        eps_.by_name[name] = raw;
-        return raw;
+        return PortPick{i, path.value()};
     }
     *why = util::join(reasons, "; ");
-    return nullptr;
+    return std::nullopt;
+}
+
+Endpoint *Connector::add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr,
+                                  std::string *why) {
+    auto pick = choose_port(addr, why);
+    return pick ? add_endpoint_at(proc, addr, *pick) : nullptr;
+}
+
+Endpoint *Connector::add_endpoint_at(opal_proc_t *proc, const wire::ModexAddress &addr,
+                                     const PortPick &pick) {
+    const wire::PortAdvert &pp = addr.ports.at(pick.port);
+    uint64_t name = name_of(proc->proc_name);
+    auto ep = std::make_unique<Endpoint>(cfg_.seq_span, proc, name,
+                                         static_cast<uint16_t>(pick.port), pp, pick.path);
+    ep->loopback = (name == env_.self_name);
+    ep->token = addr.token;
+    BondView bond = bond_view(*plan_.snapshot, ep->path().selection.netdev);
+    ep->spread_model_ =
+        spread_model(bond.members, bond.hash_policy, util::IpAddress::from_gid(ep->path().sgid()),
+                     util::IpAddress::from_gid(ep->path().dgid));
+    log_.write(LogLevel::kDebug, util::format("%s:%d -> %s: %s", plan_.device.c_str(), plan_.port,
+                                              ep->label.c_str(), ep->path().why.c_str()));
+    Endpoint *raw = ep.get();
+    eps_.all.push_back(std::move(ep));
+    eps_.by_name[name] = raw;
+    return raw;
 }
 
 // A REQ with our token came from a name we have no endpoint for: a process
@@ -264,8 +276,9 @@ bool Connector::unknown_requester(uint64_t name) {
     }
     uint32_t jobid = static_cast<uint32_t>(name >> 32);
     uint32_t vpid = static_cast<uint32_t>(name & 0xffffffffu);
-    if (jobid != static_cast<uint32_t>(env_.self_name >> 32) ||
-        (env_.self_job_size != 0 && vpid >= env_.self_job_size) || lookup_failed_.count(name) != 0) {
+    const bool ours = jobid == static_cast<uint32_t>(env_.self_name >> 32) &&
+                      (env_.self_job_size == 0 || vpid < env_.self_job_size);
+    if ((!ours && lookup_allowed_.count(name) == 0) || lookup_failed_.count(name) != 0) {
         return false;
     }
     if (std::find(lookups_.begin(), lookups_.end(), name) == lookups_.end() &&
@@ -292,7 +305,9 @@ void Connector::readdress() {
     // are up reconnect from the new address at once: a side that only
     // answers RDMA reads would never see an error on the old one.
     for (auto &ep : eps_.all) {
-        if (!ep->is_self() && revalidate_path(*ep, view)) {
+        // A DC peer has no path, and its address handle is its GID's,
+        // shared (dc_dest): nothing to reconnect.
+        if (!ep->is_self() && !ep->dc() && revalidate_path(*ep, view)) {
             cm_->readdressed(*ep);
         }
     }

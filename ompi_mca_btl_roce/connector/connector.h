@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -99,10 +100,22 @@ public:
     /// loopback endpoint a local wiring); nothing otherwise.
     void start_connect(Endpoint &ep);
 
+    /// The first of a peer's ports (in its modex address) we reach, and how
+    /// (chosen from the current view).
+    struct PortPick {
+        size_t port = 0;
+        PathChoice path;
+    };
+    /// The port add_endpoint would take; nothing, and `why`, when none is
+    /// reached (another qkey, no GID of ours reaches it).
+    std::optional<PortPick> choose_port(const wire::ModexAddress &addr, std::string *why);
     /// An endpoint for `proc` on the first of its ports (in `addr`) we
     /// reach, addressed from the current view and added to the endpoint
     /// table; nullptr and `why` when none is reached.
     Endpoint *add_endpoint(opal_proc_t *proc, const wire::ModexAddress &addr, std::string *why);
+    /// The same at the port `pick` chose (choose_port).
+    Endpoint *add_endpoint_at(opal_proc_t *proc, const wire::ModexAddress &addr,
+                              const PortPick &pick);
     /// The names of requesters unknown_requester queued, taken (at most
     /// kMaxLookups); the module looks them up without the lock.
     std::vector<uint64_t> take_lookups();
@@ -110,13 +123,25 @@ public:
     void lookup_failed(uint64_t name) { lookup_failed_.insert(name); }
     /// A DC fragment names `name`, for which there is no endpoint: as for
     /// an unknown requester (unknown_requester), a lookup is queued when it
-    /// may be a process of our job (true), else false.
+    /// may be a process of our job, or is one allow_lookup named (true),
+    /// else false.
     bool queue_lookup(uint64_t name) { return unknown_requester(name); }
-    /// The address handle DC work requests to `ep`'s peer name it with: one
-    /// per remote GID, shared by every peer there (made on first use, with
-    /// the checks of ensure_ah; destroyed with the Connector). Errors: as
-    /// ensure_ah.
-    util::Result<ibv_ah *> dc_ah(Endpoint &ep);
+    /// The DC destination of the peers that `path` addresses (its remote
+    /// GID): an index into a table of the Connector that holds, once per
+    /// remote GID, the address handle DC work requests name those peers
+    /// with (made here for the first peer there, from `path`, with the
+    /// checks of ensure_ah; shared by every peer at that GID, so the peers
+    /// of one remote node cost one; destroyed with the Connector). Errors:
+    /// as ensure_ah.
+    util::Result<uint32_t> dc_dest(const PathChoice &path);
+    /// Remote GIDs with a DC destination (one address handle each).
+    size_t dc_dests() const { return dc_dests_.size(); }
+    /// The address handle of DC destination `dest` (dc_dest).
+    ibv_ah *dc_ah(uint32_t dest) const { return dc_dests_.at(dest).get(); }
+    /// `name` (a process of another job that add_procs added as a DC peer,
+    /// with no Endpoint yet) may be looked up when its fragments arrive,
+    /// as a process of our job may (queue_lookup).
+    void allow_lookup(uint64_t name) { lookup_allowed_.insert(name); }
     static constexpr size_t kMaxLookups = 64;
 
     /// A completion of the UD QP (wr_kind kUdRecv or kUdSend): a datagram
@@ -183,8 +208,10 @@ private:
 
     // Addressing (connector/addressing.cc).
     util::Status ensure_ah(Endpoint &ep);
-    /// An address handle to `ep`'s peer GID, preflighted (ensure_ah, dc_ah).
-    util::Result<verbs::Ah> make_ah(Endpoint &ep);
+    /// An address handle to `path`'s peer GID, preflighted (ensure_ah,
+    /// dc_dest); `path`'s GID index follows preflight's correction. `who`
+    /// names the peer(s) in messages.
+    util::Result<verbs::Ah> make_ah(PathChoice &path, const std::string &who);
     /// The current view, which also becomes plan.snapshot; plan.snapshot
     /// when no view can be had (logged at debug level).
     std::shared_ptr<const topo::Snapshot> current_view();
@@ -225,9 +252,14 @@ private:
     bool ud_suspect_ = false;                    ///< a UD completion failed: check the UD QP
     double ud_retry_at_ = 0;                     ///< when a failed UD recovery is tried again
     std::vector<uint64_t> lookups_;              ///< unknown requesters to look up (bounded)
-    /// DC address handles by remote GID (dc_ah).
-    std::map<wire::Gid, verbs::Ah> dc_ahs_;
+    /// DC destinations (dc_dest): one address handle per remote GID, found
+    /// by it (nothing more: an Endpoint chooses its own addressing when it
+    /// is made).
+    std::vector<verbs::Ah> dc_dests_;
+    std::map<wire::Gid, uint32_t> dc_dest_by_gid_;
     std::unordered_set<uint64_t> lookup_failed_; ///< names looked up in vain (at most job size)
+    /// DC peers of other jobs added and not used yet (allow_lookup).
+    std::unordered_set<uint64_t> lookup_allowed_;
 };
 
 } // namespace roce::btl

@@ -385,15 +385,18 @@ public:
     /// trailers. Lock held.
     void set_dc_port(uint16_t port) { dc_port_ = port; }
     /// `ep` (whose peer published a DC target, as we did) is reached over
-    /// DC through `ah` (to its GID), its DCT number and key. Its DCI is
-    /// fixed here, by a hash of the peer's name and port index over the
+    /// DC through `ah` (to its GID, shared), its DCT number and key. Its DCI
+    /// is fixed here, by a hash of the peer's name and port index over the
     /// pool: every send to a peer goes through one DCI, whose work requests
     /// execute in order, so the peer receives our sends in the order they
     /// were posted, as the PML needs; peers spread over the DCIs. A DC
     /// fragment is accepted only from a peer added here; what the peer sent
-    /// before it was added (held, see DcStats::held) is delivered now, in
-    /// order. Lock held.
+    /// before (held, see DcStats::held) is delivered now, in order. Called
+    /// when a DC peer is first used (Module::endpoint) or first heard from
+    /// (its lookup), never at add_procs. Lock held.
     void add_dc_peer(Endpoint &ep, ibv_ah *ah);
+    /// DC peers with an Endpoint. Lock held.
+    size_t dc_peers() const { return dc_peers_.size(); }
     /// `name` was looked up in vain: its held DC fragments are refused
     /// (counted, their buffers reposted). Lock held.
     void drop_dc_held(uint64_t name) { release_dc_held(name); }
@@ -403,6 +406,20 @@ public:
     /// flush before it is recovered. Lock held.
     uint32_t dci_outstanding(size_t i) const { return dcis_.at(i).outstanding; }
     bool dci_broken(size_t i) const { return dcis_.at(i).broken; }
+
+    /// Finalize, before the DCIs are destroyed (data/dc_close.cc; takes the
+    /// lock): no DCI is posted to or recovered any more; DC sends and RDMA
+    /// waiting in their endpoints' queues complete with OPAL_ERR_UNREACH;
+    /// the CQ is polled until every DCI's work has completed, for at most
+    /// `limit_s` seconds of the clock, then each DCI still busy is moved
+    /// to ERR and its work flushes back (OPAL_ERR_UNREACH), for at most as
+    /// long again. Every DC operation completes exactly once (its callback
+    /// deferred: run_deferred runs it). Receives polled meanwhile are
+    /// dropped (the PML is finalizing). A DCI that never flushed is logged
+    /// (warn) with the count of its work requests.
+    void close_dc(double limit_s);
+    /// Work requests on the DCIs not completed yet. Lock held.
+    uint32_t dci_work() const;
 
     /// "<what> completion error on qpn 0x..: <status> (vendor error 0x..)".
     static std::string wc_error(const ibv_wc &wc, const char *what);
@@ -514,11 +531,13 @@ private:
         bool broken = false;      ///< an error completion came: recover once outstanding is 0
     };
     DcResources *dc_ = nullptr;
+    bool dc_closing_ = false; ///< close_dc: nothing posted on a DCI nor recovered
     uint64_t dc_name_ = 0;
     uint16_t dc_port_ = 0;
     std::vector<DciState> dcis_;
     std::unordered_map<uint32_t, size_t> dci_by_qpn_;
-    /// The DC peers by process name (their port index is checked too).
+    /// The DC peers with an Endpoint, by process name (their port index is
+    /// checked too).
     std::unordered_map<uint64_t, Endpoint *> dc_peers_;
     /// DC fragments from a process of our job with no endpoint yet, held
     /// (their SRQ buffers not reposted) until it is added (add_dc_peer) or

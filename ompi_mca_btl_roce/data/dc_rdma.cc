@@ -121,7 +121,7 @@ Status DataPath::dc_start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
 }
 
 void DataPath::dc_retry_rdma(Endpoint &ep) {
-    while (ep.rdma_retry_ != nullptr && ep.state != EpState::kFailed) {
+    while (!dc_closing_ && ep.rdma_retry_ != nullptr && ep.state != EpState::kFailed) {
         RdmaOp *op = ep.rdma_retry_;
         if (!dc_post_rdma(ep, op)) {
             return; // a completion or the DCI's recovery calls us again
@@ -153,8 +153,8 @@ void DataPath::on_dc_rdma_completion(const ibv_wc &wc, RdmaOp *op) {
         ++op->dc_errors;
         warn_limited("DCI error " + ep.label, wc_error(wc, "DC RDMA") + " to " + ep.label);
     }
-    if (ep.state == EpState::kFailed) {
-        rdma_done(op, OPAL_ERR_UNREACH);
+    if (ep.state == EpState::kFailed || dc_closing_) {
+        rdma_done(op, OPAL_ERR_UNREACH); // finalize: not posted again
     } else if (atomic && wc.status != IBV_WC_WR_FLUSH_ERR) {
         ++dc_stats_.rdma_failed;
         log_.write(util::LogLevel::kError,

@@ -40,8 +40,8 @@ struct DcResourcesConfig {
 /// Destruction order (the destructor): the DCIs first, then the DCT; all
 /// of them before the Device (they complete into its CQ and the DCT
 /// consumes its SRQ), and before the address handles their work names (the
-/// Connector's). They are destroyed, not drained: work still in flight at
-/// finalize is dropped with them (its completions never arrive).
+/// Connector's). The owner drains them first (DataPath::close_dc: what is
+/// on a DCI completes, or flushes back in error once, before the DCIs go).
 ///
 /// Not thread-safe: the owning Module serialises access (its lock).
 class DcResources {

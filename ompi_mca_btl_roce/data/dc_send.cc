@@ -159,7 +159,7 @@ Status DataPath::dc_post(Endpoint &ep, Frag *f) {
 }
 
 void DataPath::dc_drain(Endpoint &ep) {
-    while (ep.state != EpState::kFailed && ep.pending_head_ != nullptr) {
+    while (!dc_closing_ && ep.state != EpState::kFailed && ep.pending_head_ != nullptr) {
         Frag *f = ep.pending_head_;
         Status s = dc_post(ep, f);
         if (s.code() == Code::kResourceExhausted) {
@@ -221,8 +221,8 @@ void DataPath::on_dc_send_completion(const ibv_wc &wc, Frag *f) {
                          (f->dc_errors > 1 ? ": failed twice, the peer is given up"
                                            : ": the DCI is recovered and the send posted again"));
     }
-    if (ep.state == EpState::kFailed) {
-        complete_frag(f, OPAL_ERR_UNREACH);
+    if (ep.state == EpState::kFailed || dc_closing_) {
+        complete_frag(f, OPAL_ERR_UNREACH); // finalize: not posted again
     } else if (f->dc_errors > 1) {
         ++dc_stats_.failed;
         (void)ep.completed_.accept(f->seq);
@@ -240,7 +240,7 @@ void DataPath::on_dc_send_completion(const ibv_wc &wc, Frag *f) {
 
 void DataPath::dc_maybe_recover(size_t i) {
     DciState &d = dcis_[i];
-    if (!d.broken || d.outstanding > 0) {
+    if (!d.broken || d.outstanding > 0 || dc_closing_) {
         return;
     }
     Status s = dc_->recover(i);
@@ -252,8 +252,9 @@ void DataPath::dc_maybe_recover(size_t i) {
     }
     d.broken = false;
     ++dc_stats_.recoveries;
-    for (auto &[name, ep] : dc_peers_) {
-        if (ep->dc_.dci == i) {
+    // Only peers with an Endpoint can have had work on it.
+    for (const auto &ep : endpoints_) {
+        if (ep->dc() && ep->dc_.dci == i) {
             ep->dc_requeued_ = nullptr;
             dc_retry_rdma(*ep);
             dc_drain(*ep);

@@ -93,6 +93,10 @@ public:
     /// ModuleEnv::report calls of every module: (help topic, detail).
     std::vector<std::pair<std::string, std::string>> reports;
 
+    /// The modex of processes that are not modules of the fabric (fake
+    /// peers, e.g. dc_memory_rig.h's thousands): asked by address() for a
+    /// proc the fabric does not know. May be unset.
+    std::function<util::Result<btl::wire::ModexAddress>(opal_proc_t *)> more_peers;
     // PeerDirectory: the modex as every process published it.
     util::Result<btl::wire::ModexAddress> address(opal_proc_t *proc) override;
     opal_proc_t *proc_for(uint64_t name) override;
@@ -120,7 +124,8 @@ public:
     /// Delivers (and removes) datagram k of the wire; then progresses its receiver.
     bool deliver(size_t k);
 
-    btl::Endpoint &ep(size_t i, size_t j) { return *btl::Endpoint::from(procs[i]->eps[j]); }
+    /// Process i's Endpoint for j (a DC peer's is made now, as on its first use).
+    btl::Endpoint &ep(size_t i, size_t j) { return *procs[i]->module->endpoint(procs[i]->eps[j]); }
     /// True when i's endpoint for j is connected with every path up.
     bool all_up(size_t i, size_t j);
     /// btl_finalize of process i (its modules, every rail, are deleted), as MPI_Finalize

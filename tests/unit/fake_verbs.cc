@@ -804,6 +804,14 @@ FakeContextObj::~FakeContextObj() {
     }
 }
 
+size_t FakeVerbs::registered_bytes() const {
+    size_t n = 0;
+    for (const auto &m : st_->mrs) {
+        n += m.first->length;
+    }
+    return n;
+}
+
 size_t FakeVerbs::live_objects() const {
     return st_->contexts.size() + st_->pds.size() + st_->mrs.size() + st_->channels.size() +
            st_->cqs.size() + st_->srqs.size() + st_->qps.size() + st_->ahs.size();

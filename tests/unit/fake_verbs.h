@@ -315,6 +315,11 @@ public:
     /// explanation, for test failure messages).
     int last_modify_errno() const { return last_modify_errno_; }
     const std::string &last_modify_reason() const { return last_modify_reason_; }
+    /// The numbers of the QPs destroyed (destroy_qp that succeeded), in
+    /// the order they were.
+    const std::vector<uint32_t> &destroyed_qps() const { return destroyed_qps_; }
+    /// Bytes of every live memory region (ibv_reg_mr's lengths).
+    size_t registered_bytes() const;
     /// Open contexts + PDs + MRs + CQs + SRQs + QPs + AHs + channels.
     size_t live_objects() const;
     /// How many dereg_mr calls came while a posted receive (on an SRQ or a
@@ -340,6 +345,7 @@ private:
     std::array<int, static_cast<size_t>(Call::kCount)> calls_{};
     std::vector<PostedWr> sends_;
     std::vector<PostedWr> recvs_;
+    std::vector<uint32_t> destroyed_qps_;
     int last_modify_errno_ = 0;
     std::string last_modify_reason_;
 

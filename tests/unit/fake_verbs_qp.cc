@@ -409,6 +409,7 @@ int FakeOps::destroy_qp(ibv_qp *qp) {
     if (qp->srq != nullptr) {
         --s.srqs.at(qp->srq)->users;
     }
+    f.destroyed_qps_.push_back(qp->qp_num);
     s.qps.erase(it);
     return 0;
 }

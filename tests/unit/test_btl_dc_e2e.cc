@@ -844,3 +844,111 @@ TEST_CASE("btl dc e2e: held fragments of a process that is not ours are refused 
     CHECK(victim.dc_stats().refused_unknown == 1);
     teardown(f);
 }
+
+TEST_CASE("btl dc e2e: at finalize what is on the DCIs completes or flushes, each callback once, "
+          "then the DCIs go and the DCT last",
+          "[btl][e2e][dc][finalize]") {
+    FabricOptions o = dc_fabric();
+    o.tweak = [](btl::ModuleConfig &c) {
+        c.transport.mode = btl::TransportMode::kDc;
+        c.device.sq_depth = 4; // each DCI takes 4 work requests at a time
+    };
+    BtlFabric f(o);
+    f.add_all();
+    std::vector<SendResult> sent(6);
+    // Two sends executed on the wire, their completions not polled yet.
+    REQUIRE(send_cb(f, 0, 1, msg(0, 1, 0), sent[0]) == OPAL_SUCCESS);
+    REQUIRE(send_cb(f, 0, 1, msg(0, 1, 1), sent[1]) == OPAL_SUCCESS);
+    CHECK(f.fake.run_dc() == 2);
+    // A put and a send on the DCI that never run (the link is gone), and
+    // three sends waiting for room on it.
+    std::vector<uint8_t> src(64, 7), dst(64, 0);
+    auto *l_src = f.reg(0, src.data(), src.size());
+    auto *r_dst = f.reg(1, dst.data(), dst.size());
+    REQUIRE((l_src && r_dst));
+    mca_btl_base_module_t *b = f.procs[0]->btl();
+    RdmaResult put;
+    REQUIRE(b->btl_put(b, f.procs[0]->eps[1], src.data(), reinterpret_cast<uint64_t>(dst.data()),
+                       l_src, r_dst, src.size(), 0, MCA_BTL_NO_ORDER, rdma_done, &put,
+                       nullptr) == OPAL_SUCCESS);
+    for (int n = 2; n < 6; ++n) {
+        REQUIRE(send_cb(f, 0, 1, msg(0, 1, n), sent[static_cast<size_t>(n)]) == OPAL_SUCCESS);
+    }
+    const size_t i = f.ep(0, 1).dc_route().dci;
+    CHECK(f.procs[0]->module->data_path().dci_outstanding(i) == 4);
+    CHECK(put.calls == 0);
+    const btl::DcResources &dc = *f.procs[0]->module->dc();
+    std::vector<uint32_t> dcis;
+    for (size_t k = 0; k < dc.dcis(); ++k) {
+        dcis.push_back(dc.dci(k).number());
+    }
+    const uint32_t dct = dc.dct_number();
+    const uint32_t ud = f.procs[0]->module->device().ud_qp()->qp_num;
+    const size_t destroyed_before = f.fake.destroyed_qps().size();
+
+    REQUIRE(f.finalize(0) == OPAL_SUCCESS);
+    CHECK_FALSE(f.procs[0]->module);
+    // Every callback ran once, before finalize returned: the executed sends
+    // as sent, the rest in error.
+    for (size_t n = 0; n < sent.size(); ++n) {
+        INFO("send " << n);
+        CHECK(sent[n].calls == 1);
+        CHECK(sent[n].status == (n < 2 ? OPAL_SUCCESS : OPAL_ERR_UNREACH));
+    }
+    CHECK(put.calls == 1);
+    CHECK(put.status == OPAL_ERR_UNREACH);
+    CHECK(f.log.contains("never completed") == false);
+    // The order: the DCIs, then the DCT, then the rest (the UD QP).
+    std::vector<uint32_t> order(f.fake.destroyed_qps().begin() +
+                                    static_cast<std::ptrdiff_t>(destroyed_before),
+                                f.fake.destroyed_qps().end());
+    REQUIRE(order.size() >= dcis.size() + 2);
+    std::vector<uint32_t> first(order.begin(),
+                                order.begin() + static_cast<std::ptrdiff_t>(dcis.size()));
+    std::vector<uint32_t> want = dcis;
+    std::sort(first.begin(), first.end());
+    std::sort(want.begin(), want.end());
+    CHECK(first == want);
+    CHECK(order[dcis.size()] == dct);
+    CHECK(std::find(order.begin() + static_cast<std::ptrdiff_t>(dcis.size()) + 1, order.end(),
+                    ud) != order.end());
+    // Nothing runs later: process 1 receives what was executed, and no
+    // callback of process 0 runs again.
+    f.run(5);
+    CHECK(in_order(f, 1, 0) == expected(0, 1, 0, 2));
+    for (const auto &r : sent) {
+        CHECK(r.calls == 1);
+    }
+    CHECK(put.calls == 1);
+    teardown(f); // no QP, AH or buffer left behind
+}
+
+TEST_CASE("btl dc e2e: a DC peer has no endpoint until used; the first fragment from it makes "
+          "the receiver's, and callbacks name it by the handle of add_procs",
+          "[btl][e2e][dc][lazy]") {
+    BtlFabric f(dc_fabric());
+    f.add_all();
+    for (size_t i = 0; i < 2; ++i) {
+        CHECK(f.procs[i]->module->dc_peers() == 0);
+        CHECK(btl::is_dc_handle(f.procs[i]->eps[1 - i]));
+    }
+    for (int n = 0; n < 3; ++n) {
+        REQUIRE(f.send(0, 1, msg(0, 1, n)) == OPAL_SUCCESS);
+    }
+    CHECK(f.procs[0]->module->dc_peers() == 1); // its first use
+    CHECK(f.procs[1]->module->dc_peers() == 0);
+    f.run(20);
+    CHECK(in_order(f, 1, 0) == expected(0, 1, 0, 3));
+    CHECK(f.procs[1]->module->dc_peers() == 1); // made by the first fragment's look-up
+    CHECK(f.procs[1]->module->dc_stats().held >= 1);
+    CHECK(f.procs[1]->module->dc_stats().refused_unknown == 0);
+    btl::Endpoint *ep = f.procs[1]->module->endpoint(f.procs[1]->eps[0]);
+    REQUIRE(ep != nullptr);
+    CHECK(ep->as_opal() == f.procs[1]->eps[0]);
+    CHECK(f.procs[1]->module->dc_peers() == 1); // the same one, not another
+    // And the way back goes at once.
+    REQUIRE(f.send(1, 0, msg(1, 0, 0)) == OPAL_SUCCESS);
+    f.run(10);
+    CHECK(in_order(f, 0, 1) == expected(1, 0, 0, 1));
+    teardown(f);
+}
