@@ -339,8 +339,10 @@ public:
     /// hash look-up), or made now on the peer's first use: its modex read
     /// again without the lock, then add_peer with `use`; nullptr (logged)
     /// if that fails. What every entry point of the C function table calls
-    /// with Open MPI's handle.
-    Endpoint *endpoint(mca_btl_base_endpoint_t *e);
+    /// with Open MPI's handle: inline, so an RC peer's costs one test.
+    Endpoint *endpoint(mca_btl_base_endpoint_t *e) {
+        return OPAL_LIKELY(!is_dc_handle(e)) ? Endpoint::from(e) : dc_endpoint(e);
+    }
     /// DC peers with an Endpoint (used, or heard from). Lock held or a
     /// single thread.
     size_t dc_peers() const { return dp_->dc_peers(); }
@@ -507,6 +509,8 @@ private:
     void log_path_stats();
     void on_net_events();
     void handle_net_events(const std::vector<netmon::Event> &events);
+    /// endpoint() for a DC handle (btl_roce_peers.cc).
+    Endpoint *dc_endpoint(mca_btl_base_endpoint_t *e);
     /// A peer to tell, over a sibling rail, that our port went down: its
     /// name and its port index on this rail.
     struct PortDownNotice {

@@ -94,10 +94,7 @@ mca_btl_base_endpoint_t *Module::add_peer(opal_proc_t *proc, const wire::ModexAd
     return conn_->add_endpoint_at(proc, addr, *pick)->as_opal();
 }
 
-Endpoint *Module::endpoint(mca_btl_base_endpoint_t *e) {
-    if (!is_dc_handle(e)) {
-        return Endpoint::from(e);
-    }
+Endpoint *Module::dc_endpoint(mca_btl_base_endpoint_t *e) {
     opal_proc_t *proc = dc_handle_proc(e);
     // A hash look-up per call: the price of a DC peer costing nothing
     // until it is used (the lock is free without threads).
