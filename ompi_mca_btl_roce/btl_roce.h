@@ -41,6 +41,10 @@ typedef struct mca_btl_roce_params_t {
     /* LAG */
     int lag_policy;
     int num_paths;
+    /* large RDMA: chunk size, chunks in flight per path, striping threshold */
+    int rdma_chunk;
+    int rdma_chunks_per_path;
+    int rdma_stripe_min;
     bool netmon;
     /* RC or DC (proto/transport.h) */
     int transport;

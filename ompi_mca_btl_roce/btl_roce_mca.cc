@@ -191,6 +191,27 @@ int register_params() noexcept {
             "LAG). Large RDMA transfers are striped over them; when one fails, its traffic "
             "moves to the others while it reconnects.",
             MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_4, &p.num_paths);
+        p.rdma_chunk = 256 * 1024;
+        reg("rdma_chunk",
+            "Bytes (4096..1073741824, a multiple of 4096) of the largest RDMA read or write "
+            "posted as one work request: larger ones are cut into equal chunks of at most this "
+            "size, spread over the paths. Larger chunks mean fewer requests and protocol "
+            "turns; smaller ones less data in flight per request and less to resend after a "
+            "loss. Soft-RoCE (rxe) holds a read back while 128 PSNs are unacknowledged (one "
+            "PSN per path-MTU packet), so its chunks follow each other rather than overlap "
+            "(docs/perf/wire.md).",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.rdma_chunk);
+        p.rdma_chunks_per_path = 4;
+        reg("rdma_chunks_per_path",
+            "RDMA chunks in flight on one path at most (1..64); the others wait for those to "
+            "complete.",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.rdma_chunks_per_path);
+        p.rdma_stripe_min = 256 * 1024;
+        reg("rdma_stripe_min",
+            "Bytes (0..1073741824): an RDMA read or write at least this large is striped over "
+            "every path of the peer that is up (at least one chunk per path), so a LAG's "
+            "members share it.",
+            MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.rdma_stripe_min);
 
         p.netmon = true;
         reg("netmon",
@@ -267,6 +288,8 @@ util::Result<ModuleConfig> validated_module_config() {
         {"btl_roce_retry_count", p.retry_count, 0, 7},
         {"btl_roce_connect_timeout", p.connect_timeout, 1, 3600},
         {"btl_roce_num_paths", p.num_paths, 0, 16},
+        {"btl_roce_rdma_chunks_per_path", p.rdma_chunks_per_path, 1, 64},
+        {"btl_roce_rdma_stripe_min", p.rdma_stripe_min, 0, 1 << 30},
         {"btl_roce_lag_policy", p.lag_policy, 0, 3},
     };
     for (const Check &c : checks) {
@@ -274,6 +297,12 @@ util::Result<ModuleConfig> validated_module_config() {
         if (!s) {
             return s;
         }
+    }
+    if (p.rdma_chunk < 4096 || p.rdma_chunk > (1 << 30) || p.rdma_chunk % 4096 != 0) {
+        return util::Status(util::Code::kInvalidArgument,
+                            util::format("btl_roce_rdma_chunk = %d is invalid: allowed values "
+                                         "are multiples of 4096 from 4096 to 1073741824 (bytes)",
+                                         p.rdma_chunk));
     }
     auto transport = parse_transport(p.transport, p.dc_peer_threshold, p.dc_dcis);
     if (!transport) {
@@ -313,6 +342,9 @@ util::Result<ModuleConfig> validated_module_config() {
     c.connect_timeout_s = p.connect_timeout;
     c.lag_policy = static_cast<LagPolicy>(p.lag_policy);
     c.num_paths = static_cast<unsigned>(p.num_paths);
+    c.rdma_chunk = static_cast<size_t>(p.rdma_chunk);
+    c.chunks_per_path = static_cast<uint32_t>(p.rdma_chunks_per_path);
+    c.stripe_min = static_cast<size_t>(p.rdma_stripe_min);
     c.transport = transport.value();
     // The receiver's duplicate window must exceed what can be in flight.
     c.seq_span = std::max<uint32_t>(8192, 4 * c.credits_per_peer * 16);

@@ -68,15 +68,15 @@ struct ModuleConfig {
     /// RC or DC (btl_roce_transport, btl_roce_dc_peer_threshold,
     /// btl_roce_dc_dcis): decided per module at create (Module::transport()).
     TransportConfig transport;
-    size_t stripe_min = 256 * 1024;  ///< RDMA at least this large is striped over the paths
+    size_t stripe_min = 256 * 1024;  ///< RDMA at least this large is striped (btl_roce_rdma_stripe_min)
     /// Reads and writes larger than this are posted in chunks of at most this
     /// size (or size/64, if larger), at most chunks_per_path of them in flight
     /// on a path: a bounded amount of data in flight per path, and a lost
     /// packet costs one chunk's retransmission. (A 64 MiB RDMA read as one
     /// request ran at about 1 MB/s between the soft-RoCE guests: its response
     /// overran the receiver and every gap restarted the read from there.)
-    size_t rdma_chunk = 256 * 1024;
-    uint32_t chunks_per_path = 4;
+    size_t rdma_chunk = 256 * 1024;  ///< btl_roce_rdma_chunk
+    uint32_t chunks_per_path = 4;    ///< btl_roce_rdma_chunks_per_path
     uint32_t seq_span = 8192;        ///< data fragments in flight per endpoint, at most
     /// btl_roce_bandwidth / btl_roce_latency were set by the user (to
     /// something other than Open MPI's 0, "auto-detect"): every module keeps

@@ -119,6 +119,20 @@ else
     fi
     if grep -qiE 'signal|segmentation|core dumped' "$work/gerr"; then bad "crash with gid_index -7" "$work/gerr"; fi
 
+    # A tuning value out of range: the same clear error, the job unharmed.
+    for try in 1 2 3 4 5; do
+        run --mca btl_roce_rdma_chunk 1000 >"$work/cout" 2>"$work/cerr"
+        rc=$?
+        grep -q 'btl_roce_rdma_chunk = 1000 is invalid' "$work/cerr" && break
+        grep -q 'ORTE_ERROR_LOG: .*show_help\.c' "$work/cerr" || break
+        echo "note: try $try: Open MPI lost the help message (show_help.c relay error); running again"
+    done
+    if [ $rc = 0 ] && grep -q 'btl_roce_rdma_chunk = 1000 is invalid: allowed values are multiples of 4096 from 4096 to 1073741824 (bytes)' "$work/cerr"; then
+        ok "btl_roce_rdma_chunk 1000: clear error naming parameter, value and range, job unharmed"
+    else
+        echo "exit status $rc" >>"$work/cerr"; bad "btl_roce_rdma_chunk 1000 not reported clearly" "$work/cerr"
+    fi
+
     mpirun $as_root -np 1 --mca pml roce --mca pml_roce_eager_limit 10 "$work/hello" >"$work/pout" 2>&1
     rc=$?
     if [ $rc != 0 ] && grep -q 'pml_roce_eager_limit = 10 is invalid: allowed values are 64..4194304 (bytes)' "$work/pout"; then

@@ -94,6 +94,10 @@ def parse(argv):
     ap.add_argument("--bond-mode", default="active-backup",
                     choices=["active-backup", "balance-xor", "802.3ad"])
     ap.add_argument("--no-capture", action="store_true", help="counters only, no tcpdump")
+    ap.add_argument("--mca", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="an MCA parameter for the runs of pml roce and ob1 + btl roce "
+                    "(repeatable), e.g. --mca btl_roce_rdma_chunk 1048576 to count another "
+                    "chunk size")
     ap.add_argument("--report-only", metavar="OUT", help="the tables from an earlier run")
     ap.add_argument("--self-test", action="store_true",
                     help="test the pcap reader on handmade captures and exit")
@@ -214,6 +218,9 @@ def inner(a):
         if key == "ucx":  # the first setting run-matrix tries: verbs on rxe_bond0
             name, env, args = plan.ucx_variants("two", place.gid)[0]
             t = plan.Transport(t.key, f"{t.label}, {name}", t.args + args, env)
+        elif a.mca:  # ours only: the peers keep their own settings
+            extra = [x for name, value in a.mca for x in ("--mca", name, value)]
+            t = plan.Transport(t.key, t.label + " " + " ".join(extra), t.args + extra, t.env)
         env = {"ROCE_BENCH_SIZES": a.sizes, "ROCE_TEST_MAX_BYTES": str(max(sizes)),
                "ROCE_WIRE_DEV": RDMA_DEV, "ROCE_WIRE_NETDEV": NETDEV}
         if a.n:
@@ -447,6 +454,8 @@ def main(argv=None):
                       "--sizes", a.sizes, "--transports", ",".join(a.transports)]
         if a.n:
             inner_argv += ["--n", str(a.n)]
+        for name, value in a.mca:
+            inner_argv += ["--mca", name, value]
         vm = [os.path.join(src, "contrib/vmtest/run"), "two", "--results", res, "--bond-mode",
               a.bond_mode, "--cmd-timeout", "3000", "--"] + inner_argv
         log(f"wire-counts: results in {out}; booting: {' '.join(shlex.quote(x) for x in vm)}")
