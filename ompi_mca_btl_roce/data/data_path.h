@@ -469,6 +469,12 @@ private:
     /// retry queue (a lost rail's operation, for another rail to carry).
     util::Status start_rdma(Endpoint &ep, RdmaOp *op, size_t size, bool queue_all = false);
     util::Status issue(Endpoint &ep, RdmaOp *op, size_t size, bool queue_all = false);
+    /// Cuts `op` (a read or write of `size` bytes) into `n` equal chunks,
+    /// 4 KiB aligned, each an RdmaOp of the pool naming `op` as its parent,
+    /// with its keys (the rail tables too); sets op->chunks_left. False,
+    /// with `parts` empty and nothing taken, when the pool runs out. Lock
+    /// held (RC and DC alike).
+    bool cut_rdma(Endpoint &ep, RdmaOp *op, size_t size, size_t n, std::vector<RdmaOp *> &parts);
     util::Status ready_for_rdma(Endpoint &ep, const char *what);
     /// `carried`: set when `ep` is not connected but the host can carry
     /// its RDMA (can_carry): the operation is made, to wait for a carrier.

@@ -83,28 +83,10 @@ Status DataPath::dc_start_rdma(Endpoint &ep, RdmaOp *op, size_t size) {
         return dc_post_rdma(ep, op);
     }
     size_t n = std::min((size + cfg_.rdma_chunk - 1) / cfg_.rdma_chunk, kMaxDcRdmaChunks);
-    size_t chunk = ((size + n - 1) / n + 4095) & ~size_t{4095};
     std::vector<RdmaOp *> parts;
-    for (size_t off = 0; off < size; off += chunk) {
-        RdmaOp *c = rdma_ops_.get();
-        if (c == nullptr) {
-            for (RdmaOp *p : parts) {
-                rdma_ops_.put(p);
-            }
-            return retry_later();
-        }
-        size_t len = std::min(chunk, size - off);
-        c->ep = &ep;
-        c->parent = op;
-        c->opcode = op->opcode;
-        c->sge = op->sge;
-        c->sge.addr += off;
-        c->sge.length = static_cast<uint32_t>(len);
-        c->remote_address = op->remote_address + off;
-        c->rkey = op->rkey;
-        parts.push_back(c);
+    if (!cut_rdma(ep, op, size, n, parts)) {
+        return retry_later();
     }
-    op->chunks_left = static_cast<uint32_t>(parts.size());
     // In order onto the retry queue (behind what waits there), then posted
     // while the DCI has room.
     RdmaOp **tail = &ep.rdma_retry_;

@@ -128,30 +128,10 @@ Status DataPath::start_rdma(Endpoint &ep, RdmaOp *op, size_t size, bool queue_al
     // Equal chunks, 4 KiB aligned, at most rdma_chunk bytes each (unless that
     // would take more than kMaxRdmaChunks), at least one per ready path.
     size_t n = std::max((size + cfg_.rdma_chunk - 1) / cfg_.rdma_chunk, stripe ? ready.size() : 1);
-    n = std::min(n, kMaxRdmaChunks);
-    size_t chunk = ((size + n - 1) / n + 4095) & ~size_t{4095};
     std::vector<RdmaOp *> parts;
-    for (size_t off = 0; off < size; off += chunk) {
-        RdmaOp *c = rdma_ops_.get();
-        if (c == nullptr) {
-            for (RdmaOp *p : parts) {
-                rdma_ops_.put(p);
-            }
-            return retry_later();
-        }
-        size_t len = std::min(chunk, size - off);
-        c->ep = &ep;
-        c->parent = op;
-        c->opcode = op->opcode;
-        c->sge = op->sge;
-        c->sge.addr += off;
-        c->sge.length = static_cast<uint32_t>(len);
-        c->remote_address = op->remote_address + off;
-        c->rkey = op->rkey;
-        copy_rail_keys(*c, *op);
-        parts.push_back(c);
+    if (!cut_rdma(ep, op, size, std::min(n, kMaxRdmaChunks), parts)) {
+        return retry_later();
     }
-    op->chunks_left = static_cast<uint32_t>(parts.size());
     // Round-robin over the ready paths while they have room; the rest (and a
     // chunk whose path just failed) waits on the retry queue, in order.
     RdmaOp **tail = queue_tail();
@@ -176,6 +156,34 @@ Status DataPath::start_rdma(Endpoint &ep, RdmaOp *op, size_t size, bool queue_al
         ep.next_path_ = static_cast<unsigned>(ready[0] + 1);
     }
     return Status::ok();
+}
+
+bool DataPath::cut_rdma(Endpoint &ep, RdmaOp *op, size_t size, size_t n,
+                        std::vector<RdmaOp *> &parts) {
+    size_t chunk = ((size + n - 1) / n + 4095) & ~size_t{4095};
+    for (size_t off = 0; off < size; off += chunk) {
+        RdmaOp *c = rdma_ops_.get();
+        if (c == nullptr) {
+            for (RdmaOp *p : parts) {
+                rdma_ops_.put(p);
+            }
+            parts.clear();
+            return false;
+        }
+        size_t len = std::min(chunk, size - off);
+        c->ep = &ep;
+        c->parent = op;
+        c->opcode = op->opcode;
+        c->sge = op->sge;
+        c->sge.addr += off;
+        c->sge.length = static_cast<uint32_t>(len);
+        c->remote_address = op->remote_address + off;
+        c->rkey = op->rkey;
+        copy_rail_keys(*c, *op);
+        parts.push_back(c);
+    }
+    op->chunks_left = static_cast<uint32_t>(parts.size());
+    return true;
 }
 
 // Common entry of put/get/atomics once the work request is described.
