@@ -12,7 +12,7 @@
 // peers: their paths fail at once and their traffic moves to that rail,
 // instead of waiting for each QP's retries to run out (seconds per path, and
 // again at every hop of a rendezvous); PORT_ACTIVE brings them back at once
-// (Connector::port_state). What it must know before the next
+// (Connector::port_down, port_up). What it must know before the next
 // connection is the addressing: an address replaced on the bond or its VLAN,
 // or a GID table rewritten at an active-backup failover, makes the snapshot
 // the policy chose from stale. So: the monitor marks the snapshot cache
@@ -90,19 +90,18 @@ void Module::handle_net_events(const std::vector<netmon::Event> &events) {
     }
     if (port < 0) {
         std::string why = rail_name_ + " went down (the device reported IBV_EVENT_PORT_ERR)";
-        std::vector<Endpoint *> failed;
-        size_t peers = conn_->port_state(false, why, &failed);
+        std::vector<Endpoint *> failed = conn_->port_down(why);
         // Their side may not see it (a switch between us): tell them over
         // the rail that now carries their traffic (progress, unlocked).
         for (const Endpoint *ep : failed) {
             notify_down_.push_back(PortDownNotice{ep->name, ep->port_index});
         }
-        if (!port_down_ && peers > 0) {
+        if (!port_down_ && !failed.empty()) {
             log_.write(LogLevel::kWarn,
                        util::format("%s; the paths to %zu peer(s) another rail reaches failed "
                                     "at once, their traffic moves there until this port is "
                                     "back",
-                                    why.c_str(), peers));
+                                    why.c_str(), failed.size()));
         } else if (!port_down_) {
             log_.write(LogLevel::kWarn,
                        why + "; no other rail of this process reaches its peers: their paths "
@@ -111,7 +110,7 @@ void Module::handle_net_events(const std::vector<netmon::Event> &events) {
         port_down_ = true;
     } else if (port > 0 && port_down_) {
         port_down_ = false;
-        conn_->port_state(true, "");
+        conn_->port_up();
         log_.write(LogLevel::kInfo,
                    rail_name_ + " is active again (IBV_EVENT_PORT_ACTIVE): reconnecting now");
     }

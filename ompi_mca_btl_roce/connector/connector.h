@@ -161,17 +161,16 @@ public:
     /// choose again, and their live paths reconnect from the new address.
     void readdress();
 
-    /// The port went down (`active` false) or is active again, as its
-    /// device's async events say (the module hears them from the monitor).
-    /// Down: the paths of each peer another rail of ours reaches fail at
-    /// once (ConnectionManager::port_down), so that peer's traffic moves to
-    /// the other rail now, not after every QP's retries have run out; a peer
-    /// nothing else reaches keeps its QPs, which ride out a short flap by
-    /// retransmitting. Up: paths waiting to reconnect try now. Returns the
-    /// number of peers whose paths failed (0 when up), and adds them to
-    /// `failed` when given.
-    size_t port_state(bool active, const std::string &why,
-                      std::vector<Endpoint *> *failed = nullptr);
+    /// The port went down, as its device's async events say (the module
+    /// hears them from the monitor): the paths of each peer another rail of
+    /// ours reaches fail at once (ConnectionManager::port_down), so that
+    /// peer's traffic moves to the other rail now, not after every QP's
+    /// retries have run out; a peer nothing else reaches keeps its QPs,
+    /// which ride out a short flap by retransmitting. Returns the peers
+    /// whose paths failed.
+    std::vector<Endpoint *> port_down(const std::string &why);
+    /// The port is active again: paths waiting to reconnect try now.
+    void port_up();
     /// `ep`'s peer told us (over another rail) that its port of this rail
     /// went down: the paths to it fail now, quietly (their retries would
     /// take seconds to find out). Returns how many failed.

@@ -97,22 +97,22 @@ void Connector::check_ud() {
                             dev_.name().c_str(), dev_.ud_qp()->qp_num, dev_.ud_recoveries()));
 }
 
-size_t Connector::port_state(bool active, const std::string &why, std::vector<Endpoint *> *failed) {
-    size_t peers = 0;
+std::vector<Endpoint *> Connector::port_down(const std::string &why) {
+    std::vector<Endpoint *> failed;
     for (auto &ep : eps_.all) {
-        if (ep->is_self()) {
-            continue;
-        }
-        if (active) {
-            cm_->port_up(*ep);
-        } else if (reached_elsewhere(*ep) && cm_->port_down(*ep, why) > 0) {
-            ++peers;
-            if (failed != nullptr) {
-                failed->push_back(ep.get());
-            }
+        if (!ep->is_self() && reached_elsewhere(*ep) && cm_->port_down(*ep, why) > 0) {
+            failed.push_back(ep.get());
         }
     }
-    return peers;
+    return failed;
+}
+
+void Connector::port_up() {
+    for (auto &ep : eps_.all) {
+        if (!ep->is_self()) {
+            cm_->port_up(*ep);
+        }
+    }
 }
 
 size_t Connector::peer_port_down(Endpoint &ep, const std::string &why) {
