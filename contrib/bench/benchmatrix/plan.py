@@ -79,6 +79,27 @@ def transports(place, comp_dir):
                           "--mca", "btl_tcp_if_include", "bond0"]),
         Transport("ucx", "pml ucx", path + ["--mca", "pml", "ucx"]),
         Transport("raw-rc", "ibv_rc_pingpong (raw RC verbs, -e)", kind="raw"),
+    ] + (tuning_variants(path, netbtl) if place == "two" else [])
+
+
+# Eager up to 64 KiB: the btl's fragments must hold 64 KiB + the pml's
+# 16-byte MATCH header, so 65 KiB; fewer receive and send buffers keep the
+# registered memory near the default's (128 x 65 KiB + 64 x 65 KiB = 12.5 MiB
+# per port against 512 x 8 KiB + 256 x 8 KiB = 6.3 MiB).
+EAGER_64K = ["--mca", "btl_roce_max_send_size", "66560", "--mca", "btl_roce_eager_limit", "66560",
+             "--mca", "btl_roce_rndv_eager_limit", "66560", "--mca", "pml_roce_eager_limit",
+             "66560", "--mca", "btl_roce_srq_size", "128", "--mca", "btl_roce_send_frags", "64"]
+
+
+def tuning_variants(path, netbtl):
+    """pml roce with one setting changed, so that the defaults are chosen from
+    figures of the same run (docs/perf.md, "Tuning"): the RDMA chunk size at
+    1 MiB, and eager instead of an RDMA-read rendezvous at 64 KiB."""
+    base = path + ["--mca", "pml", "roce", "--mca", "btl", netbtl]
+    return [
+        Transport("roce-chunk1m", "pml roce, btl_roce_rdma_chunk 1 MiB",
+                  base + ["--mca", "btl_roce_rdma_chunk", "1048576"]),
+        Transport("roce-eager64k", "pml roce, eager up to 64 KiB", base + EAGER_64K),
     ]
 
 
