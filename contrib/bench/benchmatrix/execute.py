@@ -285,6 +285,27 @@ class Place:
             return "ok", secs, "", rows, shell_cmd(env, argv)
         return "failed", secs, reason_of(rc, out, err, to), rows, shell_cmd(env, argv)
 
+    def run_counts(self):
+        """contrib/bench/count-instructions: issue 18's deterministic counts
+        (the self loop, pml roce and ob1; the btl over FakeVerbs against the
+        bare verbs floor). Returns {transport: rows}; rows with the btl's
+        ratios go to "roce"."""
+        script = os.path.join(self.build["src"], "contrib/bench/count-instructions")
+        argv = [script, "--build", self.build["dir"], "--iters", "500" if self.quick else "2000"]
+        rc, out, err, secs, to = self._run(argv, {}, 1800, "counts")
+        rows = parse_csv(out)
+        by = {"roce": [], "ob1": []}
+        for b, size, metric, value in rows:
+            if b == "self_roce":
+                by["roce"].append(("instr_self", size, metric, value))
+            elif b == "self_ob1":
+                by["ob1"].append(("instr_self", size, metric, value))
+            elif b.startswith("ratio_btl_") or b.startswith("btl_") or b.startswith("floor_"):
+                by["roce"].append((b, size, metric, value))
+        ok = rc == 0 and by["roce"] and by["ob1"]
+        return ("ok" if ok else "failed"), secs, "" if ok else reason_of(rc, out, err, to), \
+            by, shell_cmd({}, argv)
+
     # ---- the loop ----------------------------------------------------------
     def run(self):
         ts = plan.transports(self.place, self.comp_dir)
@@ -318,7 +339,7 @@ class Place:
             self._record_run(key, 1, bs[0].name, st, secs, reason, rows)
         per_rep = sum(1 if t.kind == "raw" else len(bs) for t in usable)
         cg = [t for t in usable if self.place == "host" and t.key in ("roce", "ob1")]
-        self.total = per_rep * self.reps + len(cg) - len(probed) + len(redo)
+        self.total = per_rep * self.reps + len(cg) + (1 if cg else 0) - len(probed) + len(redo)
         self.log(f"[{self.place}] {len(usable)} of {len(ts)} transports usable; "
                  f"{self.total} more runs in {self.reps} repetition(s), transports alternating",
                  flush=True)
@@ -346,6 +367,14 @@ class Place:
             self._record_run(t.key, 1, "callgrind", st, secs, reason, rows)
             self._progress(f"callgrind {t.key}", st if not reason else f"{st}: {reason[:160]}",
                            secs, rows)
+        if cg:  # issue 18's own counts: deterministic, no guard
+            st, secs, reason, by, cmd = self.run_counts()
+            for key, rows in by.items():
+                if key in self.info:
+                    self.info[key]["commands"]["counts"] = cmd
+                    self._record_run(key, 1, "counts", st, secs, reason, rows)
+            self._progress("count-instructions", st if not reason else
+                           f"{st}: {reason[:160]}", secs, by["roce"] + by["ob1"])
         with open(os.path.join(self.out, f"transports-{self.place}.json"), "w") as f:
             json.dump({"place": self.place, "gid_index": self.gid, "reps": self.reps,
                        "quick": self.quick, "transports": self.info,

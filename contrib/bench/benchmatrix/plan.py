@@ -161,5 +161,12 @@ FIGURES = {
     "ppasync8": ("pingpong-async", 8, "usec", False, "mpi-pingpong async 8 B (us)"),
     "ppbidir8": ("pingpong-bidir", 8, "usec", False, "mpi-pingpong bidir 8 B (us)"),
     "ppsync1m": ("pingpong-sync", 1048576, "MB/s", True, "mpi-pingpong sync 1 MiB (MB/s)"),
-    "cg": ("callgrind_self", 8, "instr/pair", False, "callgrind instructions per 8 B pair"),
+    "cg": ("callgrind_self", 8, "instr/pair", False,
+           "instructions per 8 B Irecv+Send+Wait to self (receive posted first)"),
+    "instr": ("instr_self", 8, "instr/msg", False,
+              "instructions per 8 B Isend+Recv+Wait to self (issue 18's loop)"),
+    "btlsend": ("ratio_btl_send_over_floor", 24, "ratio", False,
+                "btl over FakeVerbs: instructions per eager send / bare verbs floor"),
+    "btlrecv": ("ratio_btl_send_recv_over_floor", 24, "ratio", False,
+                "btl over FakeVerbs: instructions per receive completion / bare verbs floor"),
 }

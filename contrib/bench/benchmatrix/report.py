@@ -144,7 +144,7 @@ def plots(summary, outdir, places):
 # ---------------------------------------------------------------- perf.md
 HOST_KEYS = ["lat0", "lat8", "lat1k", "lat64k", "lat1m", "bw64k", "bw1m", "bwbi1m", "msg8",
              "match100", "match1k", "match10k", "matchany10k", "matchunex10k", "ppsync8",
-             "ppasync8", "ppbidir8", "ppsync1m", "cg"]
+             "ppasync8", "ppbidir8", "ppsync1m", "cg", "instr", "btlsend", "btlrecv"]
 GUEST_KEYS = ["lat8", "lat1k", "lat64k", "rtt8", "bw64k", "bw1m", "rc1m", "ppsync8", "ppasync8",
               "ppbidir8"]
 
@@ -172,9 +172,14 @@ def headline(summary, tinfo, places):
                      _verdict(r, target, hib), miss))
 
     if "host" in places:
-        for key, target, hib in (("cg", 0.8, False), ("lat8", 0.9, False), ("msg8", 1.5, True),
-                                 ("bw1m", 1.1, True)):
+        for key, target, hib in (("instr", 0.8, False), ("cg", None, False), ("lat8", 0.9, False),
+                                 ("msg8", 1.5, True), ("bw1m", 1.1, True)):
             add("host", "roce", "ob1", key, target, hib)
+        for key in ("btlsend", "btlrecv"):  # already a ratio: against the verbs floor
+            f = figure(summary, "host", "roce", key)
+            r = f["median"] if f else None
+            rows.append(("host", plan.FIGURES[key][4], r, "<= 3", _verdict(r, 3, False),
+                         "" if f else "no btl_count_bench in this build"))
         # Depth independence: the cost per message at 10,000 posted receives
         # against that at 100, both pml roce.
         a, b = figure(summary, "host", "roce", "match10k"), figure(summary, "host", "roce", "match100")
