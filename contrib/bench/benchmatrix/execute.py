@@ -135,7 +135,7 @@ class Place:
             w.writerow([self.place, key, rep, bench, attempt] + [rec[k] for k in guard.FIELDS])
 
     def _guarded_once(self, fn):
-        g = guard.Guard(self.guard_cores)
+        g = guard.Guard(self.guard_cores, kernel_is_ours=self.place != "host")
         g.start()
         res = fn()
         return res, g.stop()

@@ -33,10 +33,13 @@ def load(dirs):
 
 
 def summarize(raw):
-    """(place, transport, bench, size, metric) -> dict(n, median, min, max, spread)."""
+    """(place, transport, bench, size, metric) -> dict(n, median, min, max, spread).
+    Also keeps every repetition's value for the paired ratios (PAIRED)."""
     groups = defaultdict(list)
+    PAIRED.clear()
     for place, t, rep, b, size, metric, value in raw:
         groups[(place, t, b, int(size), metric)].append(float(value))
+        PAIRED.setdefault((place, t, b, int(size), metric), {})[int(rep)] = float(value)
     out = {}
     for k, v in groups.items():
         med = statistics.median(v)
@@ -81,7 +84,25 @@ def cell(s):
     return "n/a" if s is None else f"{fmt(s['median'])} ±{s['spread']:.0f}%"
 
 
+PAIRED = {}  # (place, transport, bench, size, metric) -> {rep: value}, set by load()
+
+
+def paired(place, t, key):
+    b, size, metric, _hib, _label = plan.FIGURES[key]
+    if key == "rtt8" and t != "raw-rc":
+        v = PAIRED.get((place, t, "latency", 8, "usec"), {})
+        return {r: 2 * x for r, x in v.items()}
+    return PAIRED.get((place, t, b, size, metric), {})
+
+
 def ratio(summary, place, a, b, key):
+    """The median over the repetitions of a / b within each repetition (the
+    transports alternate inside one, so both met the same machine), when at
+    least 3 repetitions have both; else median(a) / median(b)."""
+    pa, pb = paired(place, a, key), paired(place, b, key)
+    both = [pa[r] / pb[r] for r in pa if r in pb and pb[r]]
+    if len(both) >= 3:
+        return statistics.median(both)
     sa, sb = figure(summary, place, a, key), figure(summary, place, b, key)
     if not sa or not sb or not sb["median"]:
         return None
@@ -238,7 +259,10 @@ def perf_md(summary, runs, tinfo, env, places, plots_made, meta):
     w("")
     w("Figures are medians over the repetitions of the matrix (transports alternate within "
       "each repetition, rotating which goes first); `±N%` is the spread, (max - min) / median. "
-      "A ratio is a median divided by a median measured in the same run at the same place. "
+      "A ratio is the median over the repetitions of the two figures' quotient within each "
+      "repetition (both transports ran back to back, so a machine that slows down between "
+      "repetitions moves both), or a median divided by a median when fewer than 3 "
+      "repetitions have both figures. "
       "**Compare ratios, not absolute figures**: the host is a shared 2-core machine and the "
       "guests are emulated (TCG, about 100x slower than the host); never compare a guest "
       "figure with a host figure. Raw data: `docs/perf/matrix/raw.csv`, summary: "
