@@ -220,7 +220,8 @@ def main(argv=None):
         f"{k} {v}" for k, v in meta.get("components", {}).items())
     rows = report.generate(meta["dirs"], docs, meta)
     log(f"run-matrix: wrote {docs}/perf.md and {docs}/perf/matrix/ (results in {out})")
-    for place, what, r, target, verdict, miss in rows:
+    for place, what, r, target, verdict, miss, best in rows:
         val = "n/a" if r is None else f"{r:.3g}"
-        log(f"  {place:4} {what}: {val} {target} {verdict} {miss[:120]}")
+        b = "" if best is None else f" (best/best {best:.3g})"
+        log(f"  {place:4} {what}: {val}{b} {target} {verdict} {miss[:120]}")
     return 0
