@@ -84,8 +84,8 @@ def transports(place, comp_dir):
 
 # Eager up to 64 KiB: the btl's fragments must hold 64 KiB + the pml's
 # 16-byte MATCH header, so 65 KiB; fewer receive and send buffers keep the
-# registered memory near the default's (128 x 65 KiB + 64 x 65 KiB = 12.5 MiB
-# per port against 512 x 8 KiB + 256 x 8 KiB = 6.3 MiB).
+# registered memory near the default's (192 x 66,624 B = 12.2 MiB
+# per port against 768 x 8,256 B = 6.0 MiB).
 EAGER_64K = ["--mca", "btl_roce_max_send_size", "66560", "--mca", "btl_roce_eager_limit", "66560",
              "--mca", "btl_roce_rndv_eager_limit", "66560", "--mca", "pml_roce_eager_limit",
              "66560", "--mca", "btl_roce_srq_size", "128", "--mca", "btl_roce_send_frags", "64"]
