@@ -90,8 +90,9 @@ int main(int argc, char **argv) {
     }
     for (int si = 0; si < nb; si++) {
         long long n = bw[si];
-        /* 2 MB, 10 MB and 20 MB per window loop at ROCE_TEST_SCALE 0.05 and
-         * window 4: about a second each on the emulated guests */
+        /* at ROCE_TEST_SCALE 0.05 and window 4: about 3, 10 and 21 MB per
+         * figure at 8 KiB, 64 KiB and 1 MiB, a second or so each in the
+         * emulated guests */
         long loops = mt_iters(n <= 8192 ? 2000 : n <= 262144 ? 800 : 100, 2);
         for (int r = 0; r < reps; r++) {
             MPI_Barrier(MPI_COMM_WORLD);

@@ -83,9 +83,9 @@ def transports(place, comp_dir):
 
 
 # Eager up to 64 KiB: the btl's fragments must hold 64 KiB + the pml's
-# 16-byte MATCH header, so 65 KiB; fewer receive and send buffers keep the
-# registered memory near the default's (192 x 66,624 B = 12.2 MiB
-# per port against 768 x 8,256 B = 6.0 MiB).
+# 16-byte MATCH header, so 65 KiB; 128 receive and 64 send buffers of
+# 66,624 B are 12.2 MiB of registered memory per port (the defaults: 768 of
+# 8,256 B, 6.0 MiB).
 EAGER_64K = ["--mca", "btl_roce_max_send_size", "66560", "--mca", "btl_roce_eager_limit", "66560",
              "--mca", "btl_roce_rndv_eager_limit", "66560", "--mca", "pml_roce_eager_limit",
              "66560", "--mca", "btl_roce_srq_size", "128", "--mca", "btl_roce_send_frags", "64"]
@@ -93,8 +93,9 @@ EAGER_64K = ["--mca", "btl_roce_max_send_size", "66560", "--mca", "btl_roce_eage
 
 def tuning_variants(path, netbtl):
     """pml roce with one setting changed, so that the defaults are chosen from
-    figures of the same run (docs/perf.md, "Tuning"): the RDMA chunk size at
-    1 MiB, and eager instead of an RDMA-read rendezvous at 64 KiB."""
+    figures of the same run (the headline of docs/perf.md, docs/perf/misses.md):
+    the RDMA chunk size at 1 MiB, and eager instead of an RDMA-read
+    rendezvous at 64 KiB."""
     base = path + ["--mca", "pml", "roce", "--mca", "btl", netbtl]
     return [
         Transport("roce-chunk1m", "pml roce, btl_roce_rdma_chunk 1 MiB",

@@ -6,6 +6,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 from collections import defaultdict
 
 from . import guard, plan
@@ -144,6 +145,8 @@ def plots(summary, outdir, places):
     """latency and bandwidth against size, one PNG per place and figure."""
     made = []
     if not shutil.which("gnuplot"):
+        print("run-matrix: gnuplot is not installed (apt-get install gnuplot-nox): "
+              "docs/perf.md gets no plots", file=sys.stderr)
         return made
     for place in places:
         for bench, metric, name, ylab in (("latency", "usec", "latency", "one-way latency (us)"),
