@@ -24,7 +24,9 @@ transports
           the traffic goes through rxe) | pml ob1 + btl roce | pml ob1 + btl tcp
           (bond0) | pml ucx (the first UCX setting that passes a probe: rc_verbs+ud_verbs
           on rxe_bond0 with the bond's GID index, then the same with TCG-sized
-          timeouts, then tcp) | raw ibv_rc_pingpong (-e) between the same endpoints.
+          timeouts, then tcp) | raw ibv_rc_pingpong (-e) between the same endpoints;
+          in two guests also pml roce with one setting changed (roce-chunk1m:
+          btl_roce_rdma_chunk 1 MiB; roce-eager64k: eager up to 64 KiB).
   A transport that does not work at a place is probed once, recorded "n/a" with
   the reason, and skipped; it never stops the run.
 
@@ -33,7 +35,13 @@ run guard (benchmatrix/guard.py)
   (/proc/stat, /proc/PID/stat, the run's own process tree excluded) in
   guard.csv; a run during which they used more than --guard-cores (0.1) is
   repeated up to --guard-retries (2) times and, still busy, left out of the
-  medians (status "busy" in runs.csv, figures in raw-busy.csv).
+  medians (status "busy" in runs.csv, figures in raw-busy.csv). In the guests
+  rxe's kernel work (softirq time, kernel threads) counts as the run's own.
+
+ratios
+  the median over the repetitions of a / b within each repetition (paired),
+  and the best repetition of each against the other's; docs/perf.md's
+  headline sets issue 18's targets against them.
 
 places
   host   this machine, 2 ranks (shared memory)
@@ -44,13 +52,14 @@ benchmarks (tests/bench, tests/mpi/mpi-pingpong)
   host:   latency 0 B, 8 B, 1 KiB, 64 KiB, 1 MiB, bandwidth uni/bi 8 B, 64 KiB, 1 MiB (window 64), message rate 8 B
           (window 64), matching (100/1,000/10,000 posted receives, ANY_SOURCE,
           unexpected), mpi-pingpong (sync/async/bidir), callgrind instructions
-          per 8 B send+receive pair (pml roce and ob1, btl self)
+          per 8 B send+receive pair (pml roce and ob1, btl self), and
+          contrib/bench/count-instructions (the self loop, the btl over FakeVerbs)
   guests: one MPI job per run (tests/bench/pair): latency 8 B (and 64 KiB), bandwidth
           1 MiB (and 64 KiB; window 4, unidirectional); ibv_rc_pingpong 8 B (and 1 MiB)
 
-time (2 shared cores): --quick about 10 min for all places; the full run took
-about 30 min at 3 repetitions (boots: one guest ~1 min, two guests ~1.5-2.5
-min); the default 5 take proportionally longer, plus the guard's repetitions.
+time (2 cores, quiet): --quick about 10 min for all places; the full run of
+host and two guests took 16 min on 2026-12-03 (host 1.5 min with the counts,
+two guests 14 min: 7 transports x 5 repetitions of ~30 s, and the boot).
 
 examples
   contrib/bench/run-matrix --quick --places host          # check the harness
