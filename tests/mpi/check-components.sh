@@ -105,13 +105,20 @@ else
     # the same way in 1 of 6 runs here; ours in 2 of 12 on a quiet host, 3 in
     # a row right after a VM run). Only then is the job run again, at most 5
     # times; the message must still come out.
-    for try in 1 2 3 4 5; do
-        run --mca btl_roce_gid_index -7 >"$work/gout" 2>"$work/gerr"
-        rc=$?
-        grep -q 'btl_roce_gid_index = -7 is invalid' "$work/gerr" && break
-        grep -q 'ORTE_ERROR_LOG: .*show_help\.c' "$work/gerr" || break
-        echo "note: try $try: Open MPI lost the help message (show_help.c relay error); running again"
-    done
+    # usage: run_until_said MESSAGE OUT ERR MPIRUN-ARGS...; leaves the last
+    # run's exit status in rc.
+    run_until_said() {
+        said=$1 out=$2 err=$3
+        shift 3
+        for try in 1 2 3 4 5; do
+            run "$@" >"$out" 2>"$err"
+            rc=$?
+            grep -q "$said" "$err" && break
+            grep -q 'ORTE_ERROR_LOG: .*show_help\.c' "$err" || break
+            echo "note: try $try: Open MPI lost the help message (show_help.c relay error); running again"
+        done
+    }
+    run_until_said 'btl_roce_gid_index = -7 is invalid' "$work/gout" "$work/gerr" --mca btl_roce_gid_index -7
     if [ $rc = 0 ] && grep -q 'btl_roce_gid_index = -7 is invalid: allowed values are -1 (automatic) or a GID table index 0..65535' "$work/gerr"; then
         ok "btl_roce_gid_index -7: clear error, job unharmed (exit 0)"
     else
@@ -120,13 +127,7 @@ else
     if grep -qiE 'signal|segmentation|core dumped' "$work/gerr"; then bad "crash with gid_index -7" "$work/gerr"; fi
 
     # A tuning value out of range: the same clear error, the job unharmed.
-    for try in 1 2 3 4 5; do
-        run --mca btl_roce_rdma_chunk 1000 >"$work/cout" 2>"$work/cerr"
-        rc=$?
-        grep -q 'btl_roce_rdma_chunk = 1000 is invalid' "$work/cerr" && break
-        grep -q 'ORTE_ERROR_LOG: .*show_help\.c' "$work/cerr" || break
-        echo "note: try $try: Open MPI lost the help message (show_help.c relay error); running again"
-    done
+    run_until_said 'btl_roce_rdma_chunk = 1000 is invalid' "$work/cout" "$work/cerr" --mca btl_roce_rdma_chunk 1000
     if [ $rc = 0 ] && grep -q 'btl_roce_rdma_chunk = 1000 is invalid: allowed values are multiples of 4096 from 4096 to 1073741824 (bytes)' "$work/cerr"; then
         ok "btl_roce_rdma_chunk 1000: clear error naming parameter, value and range, job unharmed"
     else
