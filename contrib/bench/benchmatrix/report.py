@@ -60,12 +60,22 @@ def write_summary(summary, path):
                                   f"{s['max']:.6g}", f"{s['spread']:.1f}"])
 
 
-def figure(summary, place, t, key):
+def _source(t, key):
+    """Where transport t's figure `key` comes from: (benchmark, size, metric,
+    factor). An MPI round trip is twice the measured one-way latency;
+    ibv_rc_pingpong measures its round trip itself."""
     b, size, metric, _hib, _label = plan.FIGURES[key]
-    if key == "rtt8" and t != "raw-rc":  # MPI round trip = 2 x one-way latency
-        s = summary.get((place, t, "latency", 8, "usec"))
-        return {**s, "median": 2 * s["median"], "min": 2 * s["min"], "max": 2 * s["max"]} if s else None
-    return summary.get((place, t, b, size, metric))
+    if key == "rtt8" and t != "raw-rc":
+        return "latency", 8, "usec", 2
+    return b, size, metric, 1
+
+
+def figure(summary, place, t, key):
+    b, size, metric, k = _source(t, key)
+    s = summary.get((place, t, b, size, metric))
+    if s is None or k == 1:
+        return s
+    return {**s, "median": k * s["median"], "min": k * s["min"], "max": k * s["max"]}
 
 
 def fmt(v):
@@ -89,11 +99,8 @@ PAIRED = {}  # (place, transport, bench, size, metric) -> {rep: value}, set by l
 
 
 def paired(place, t, key):
-    b, size, metric, _hib, _label = plan.FIGURES[key]
-    if key == "rtt8" and t != "raw-rc":
-        v = PAIRED.get((place, t, "latency", 8, "usec"), {})
-        return {r: 2 * x for r, x in v.items()}
-    return PAIRED.get((place, t, b, size, metric), {})
+    b, size, metric, k = _source(t, key)
+    return {r: k * x for r, x in PAIRED.get((place, t, b, size, metric), {}).items()}
 
 
 def ratio(summary, place, a, b, key):
