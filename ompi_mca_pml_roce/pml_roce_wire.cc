@@ -14,6 +14,7 @@ const char *kind_name(uint8_t kind) noexcept {
     case 5: return "FRAG";
     case 6: return "FIN";
     case 7: return "EXT";
+    case 8: return "STREAM";
     default: return "?";
     }
 }
@@ -60,8 +61,19 @@ Defect decode_rndv(const void *p, std::size_t n, std::size_t payload, RndvHdr &o
     if (!load(p, n, out)) {
         return Defect::kShort;
     }
-    Defect d = check_common(out.match.common, Kind::kRndv);
-    return d != Defect::kNone ? d : check_rndv_fields(out, payload);
+    Common c = out.match.common;
+    const bool stream = c.flags == kRndvStream;
+    if (stream) {
+        c.flags = 0;
+    }
+    Defect d = check_common(c, Kind::kRndv);
+    if (d == Defect::kNone) {
+        d = check_rndv_fields(out, payload);
+    }
+    if (d == Defect::kNone && stream && (payload == 0 || out.msg_len > kMaxStream)) {
+        d = Defect::kLength;
+    }
+    return d;
 }
 
 Defect decode_rget(const void *p, std::size_t n, std::size_t payload, RgetHdr &out) noexcept {
@@ -135,6 +147,32 @@ Defect decode_frag(const void *p, std::size_t n, std::size_t payload, FragHdr &o
     return Defect::kNone;
 }
 
+Defect decode_stream(const void *p, std::size_t n, std::size_t payload, StreamHdr &out) noexcept {
+    if (!load(p, n, out)) {
+        return Defect::kShort;
+    }
+    Defect d = check_common(out.common, Kind::kStream);
+    if (d != Defect::kNone) {
+        return d;
+    }
+    if (out.reserved2 != 0) {
+        return Defect::kFlags;
+    }
+    if (out.src < 0) {
+        return Defect::kSource;
+    }
+    if (out.src_req == 0) {
+        return Defect::kRequest;
+    }
+    if (out.msg_len == 0 || out.msg_len > kMaxStream || payload == 0 || payload > out.msg_len) {
+        return Defect::kLength;
+    }
+    if (out.offset > out.msg_len - payload) {
+        return Defect::kOffset;
+    }
+    return Defect::kNone;
+}
+
 Defect decode_fin(const void *p, std::size_t n, std::size_t payload, FinHdr &out) noexcept {
     if (!load(p, n, out)) {
         return Defect::kShort;
@@ -196,6 +234,25 @@ FragHdr make_frag(uint64_t dst_req, uint64_t offset) noexcept {
     return h;
 }
 
+RndvHdr make_rndv_stream(uint16_t ctx, uint16_t seq, int32_t src, int32_t tag, uint64_t msg_len,
+                         uint64_t src_req) noexcept {
+    RndvHdr h = make_rndv(ctx, seq, src, tag, msg_len, src_req);
+    h.match.common.flags = kRndvStream;
+    return h;
+}
+
+StreamHdr make_stream(uint16_t ctx, int32_t src, uint32_t msg_len, uint64_t src_req,
+                      uint64_t offset) noexcept {
+    StreamHdr h{};
+    h.common = make_common(Kind::kStream);
+    h.ctx = ctx;
+    h.src = src;
+    h.msg_len = msg_len;
+    h.src_req = src_req;
+    h.offset = offset;
+    return h;
+}
+
 FinHdr make_fin(uint64_t src_req, uint64_t size) noexcept {
     FinHdr h{};
     h.common = make_common(Kind::kFin);
@@ -249,7 +306,13 @@ Defect decode_ext(const void *p, std::size_t n, std::size_t payload, ExtMsg &out
     const MatchHdr *mh = &out.inner.match;
     switch (static_cast<Kind>(e.inner)) {
     case Kind::kMatch: d = decode_match(q, m, out.inner.match); break;
-    case Kind::kRndv: d = decode_rndv(q, m, payload, out.inner.rndv); mh = &out.inner.rndv.match; break;
+    case Kind::kRndv:
+        d = decode_rndv(q, m, payload, out.inner.rndv);
+        mh = &out.inner.rndv.match;
+        if (d == Defect::kNone && mh->common.flags != 0) {
+            return Defect::kInner; // a streamed message never travels by extended id
+        }
+        break;
     default: d = decode_rget(q, m, payload, out.inner.rget); mh = &out.inner.rget.rndv.match; break;
     }
     if (d != Defect::kNone) {

@@ -38,9 +38,10 @@ enum class Kind : uint8_t {
     kFrag = 5,  ///< a piece of a rendezvous message at an offset
     kFin = 6,   ///< receiver finished its RDMA get: the sender may complete
     kExt = 7,   ///< extended communicator id (Open MPI 5.0): ExtHdr, then a MATCH/RNDV/RGET or nothing
+    kStream = 8, ///< a piece of a streamed message (RNDV with kRndvStream): sent without waiting for an ACK
 };
 inline constexpr uint8_t kFirstKind = 1;
-inline constexpr uint8_t kLastKind = 7;
+inline constexpr uint8_t kLastKind = 8;
 
 constexpr uint8_t tag_of(Kind k) noexcept { return static_cast<uint8_t>(kTagBase + static_cast<uint8_t>(k)); }
 /// Short upper-case name ("MATCH", ...) or "?" for an unknown kind.
@@ -58,7 +59,7 @@ inline constexpr int32_t kAnyTag = -1;
 struct Common {
     uint8_t kind;
     uint8_t version;
-    uint8_t flags; ///< no flag is defined in version 1: must be 0
+    uint8_t flags; ///< 0, but for the kinds that define one (RNDV: kRndvStream; EXT: kExtByIndex)
     uint8_t reserved;
 };
 
@@ -76,6 +77,16 @@ struct RndvHdr {
     uint64_t msg_len; ///< packed length of the whole message (>= the bytes that follow)
     uint64_t src_req; ///< sender's request id (for ACK and FIN), never 0
 };
+
+/// RndvHdr::match.common.flags: the sender streams the rest of the message
+/// in STREAM fragments right after this header and expects no ACK (the
+/// send is complete once they are out). Only on a plain RNDV (never inside
+/// an EXT header) and only for messages up to kMaxStream bytes.
+inline constexpr uint8_t kRndvStream = 0x01;
+/// The largest message a streamed RNDV or a STREAM fragment may announce
+/// (1 MiB): bounds what a receiver keeps for a message whose header has
+/// not matched yet. pml_roce_stream_limit cannot be set above it.
+inline constexpr uint64_t kMaxStream = uint64_t{1} << 20;
 
 struct RgetHdr {
     RndvHdr rndv;
@@ -99,6 +110,21 @@ struct FragHdr {
     uint32_t reserved2;
     uint64_t dst_req; ///< receiver's request id from the ACK, never 0
     uint64_t offset;  ///< where the (non-empty) data that follows belongs
+};
+
+/// A piece of a streamed message. Nothing names the receiver's request: the
+/// receiver finds the message by (its communicator index ctx, the sender's
+/// rank src, the sender's id src_req) as the RNDV carried them, and keeps
+/// pieces that arrive before the RNDV matched (the btl may deliver them
+/// before it: fragments of one message can take different paths).
+struct StreamHdr {
+    Common common;
+    uint16_t ctx;     ///< the receiver's index of the communicator, as in the RNDV
+    uint16_t reserved2;
+    int32_t src;      ///< sender's rank in the communicator (>= 0)
+    uint32_t msg_len; ///< packed length of the whole message, as in the RNDV (<= kMaxStream)
+    uint64_t src_req; ///< the id the RNDV carried, never 0
+    uint64_t offset;  ///< where the (non-empty) data that follows belongs; within msg_len
 };
 
 struct FinHdr {
@@ -161,6 +187,7 @@ static_assert(sizeof(RgetHdr) == 48);
 static_assert(sizeof(AckHdr) == 40);
 static_assert(sizeof(FragHdr) == 24);
 static_assert(sizeof(FinHdr) == 24);
+static_assert(sizeof(StreamHdr) == 32);
 
 /// Why a header was refused (kNone: accepted).
 enum class Defect : uint8_t {
@@ -228,7 +255,9 @@ inline Defect decode_match(const void *p, std::size_t n, MatchHdr &out) noexcept
 }
 
 /// Decodes a RNDV header; `payload` is the number of data bytes that follow
-/// the header in the fragment (they must not exceed msg_len).
+/// the header in the fragment (they must not exceed msg_len). The only flag
+/// allowed is kRndvStream, and with it msg_len is at most kMaxStream and
+/// at least one data byte follows.
 Defect decode_rndv(const void *p, std::size_t n, std::size_t payload, RndvHdr &out) noexcept;
 /// Decodes an RGET header; exactly handle_len bytes must follow it.
 Defect decode_rget(const void *p, std::size_t n, std::size_t payload, RgetHdr &out) noexcept;
@@ -236,6 +265,9 @@ Defect decode_rget(const void *p, std::size_t n, std::size_t payload, RgetHdr &o
 Defect decode_ack(const void *p, std::size_t n, std::size_t payload, AckHdr &out) noexcept;
 /// Decodes a FRAG header; `payload` (> 0) bytes of data follow it.
 Defect decode_frag(const void *p, std::size_t n, std::size_t payload, FragHdr &out) noexcept;
+/// Decodes a STREAM header; `payload` (> 0) bytes of data follow it, all
+/// within [0, msg_len).
+Defect decode_stream(const void *p, std::size_t n, std::size_t payload, StreamHdr &out) noexcept;
 /// Decodes a FIN (no payload allowed).
 Defect decode_fin(const void *p, std::size_t n, std::size_t payload, FinHdr &out) noexcept;
 
@@ -244,7 +276,8 @@ Defect decode_fin(const void *p, std::size_t n, std::size_t payload, FinHdr &out
 /// the ExtHdr's own rules (flags, reserved bytes, indexes within
 /// kMaxContext, a source rank >= 0, a known inner kind; an answer has
 /// nothing after it), then the inner header by its own decoder, whose
-/// context id must be 0 and whose source must be the ExtHdr's.
+/// context id must be 0 and whose source must be the ExtHdr's; an inner
+/// RNDV must not stream (kRndvStream is refused as kInner).
 Defect decode_ext(const void *p, std::size_t n, std::size_t payload, ExtMsg &out) noexcept;
 /// Size of the match-type header of `kind` (MATCH, RNDV, RGET), else 0.
 std::size_t match_header_size(uint8_t kind) noexcept;
@@ -259,6 +292,11 @@ RgetHdr make_rget(uint16_t ctx, uint16_t seq, int32_t src, int32_t tag, uint64_t
                   uint64_t src_req, uint64_t src_addr, uint16_t handle_len) noexcept;
 AckHdr make_ack(uint64_t src_req, uint64_t dst_req, uint64_t offset, uint64_t size) noexcept;
 FragHdr make_frag(uint64_t dst_req, uint64_t offset) noexcept;
+/// A streamed RNDV (kRndvStream set); msg_len <= kMaxStream.
+RndvHdr make_rndv_stream(uint16_t ctx, uint16_t seq, int32_t src, int32_t tag, uint64_t msg_len,
+                         uint64_t src_req) noexcept;
+StreamHdr make_stream(uint16_t ctx, int32_t src, uint32_t msg_len, uint64_t src_req,
+                      uint64_t offset) noexcept;
 FinHdr make_fin(uint64_t src_req, uint64_t size) noexcept;
 /// An EXT header: by index when `by_index` (dst_ctx is the receiver's
 /// index), else by the extended id; `inner` 0 makes an answer.

@@ -117,6 +117,13 @@ TEST_CASE("pml excid wire: every refusal rule", "[pml][excid]") {
     ExtHdr unknown = e;
     unknown.inner = static_cast<uint8_t>(Kind::kAck);
     CHECK(decode(ext_bytes(unknown, &m, 0), hb, out) == Defect::kInner);
+    // A streamed RNDV never travels by extended id (its STREAM fragments
+    // name the receiver's 16-bit index).
+    ExtHdr er = make_ext(Kind::kRndv, false, 0, 9, 3, kId);
+    RndvHdr rs = make_rndv_stream(0, 1, 3, 4, 100, 5);
+    CHECK(decode(ext_bytes(er, &rs, 10), sizeof(ExtHdr) + sizeof(RndvHdr), out) == Defect::kInner);
+    RndvHdr rp = make_rndv(0, 1, 3, 4, 100, 5);
+    CHECK(decode(ext_bytes(er, &rp, 10), sizeof(ExtHdr) + sizeof(RndvHdr), out) == Defect::kNone);
     // The inner header: its own rules, a context id of 0, the same source.
     MatchHdr bad = make_match(0, 1, 3, kAnyTag);
     CHECK(decode(ext_bytes(e, &bad, 0), hb, out) == Defect::kTag);

@@ -51,6 +51,10 @@ Defect decode_as(Kind kind, const std::vector<uint8_t> &v, std::size_t header_by
         FinHdr h;
         return decode_fin(v.data(), n, payload, h);
     }
+    case Kind::kStream: {
+        StreamHdr h;
+        return decode_stream(v.data(), n, payload, h);
+    }
     case Kind::kExt: break; // tests/unit/test_pml_excid.cc
     }
     return Defect::kKind;
@@ -65,6 +69,7 @@ std::size_t header_size(Kind k) {
     case Kind::kFrag: return sizeof(FragHdr);
     case Kind::kFin: return sizeof(FinHdr);
     case Kind::kExt: return sizeof(ExtHdr);
+    case Kind::kStream: return sizeof(StreamHdr);
     }
     return 0;
 }
@@ -78,6 +83,8 @@ TEST_CASE("pml wire: layouts and tags", "[pml][wire]") {
     CHECK(std::string(kind_name(3)) == "RGET");
     CHECK(std::string(kind_name(7)) == "EXT");
     CHECK(tag_of(Kind::kExt) == 0x57);
+    CHECK(std::string(kind_name(8)) == "STREAM");
+    CHECK(tag_of(Kind::kStream) == 0x58);
     CHECK(std::string(kind_name(9)) == "?");
     MatchHdr m = make_match(7, 65535, 3, -12);
     auto v = bytes_of(m);
@@ -122,6 +129,21 @@ TEST_CASE("pml wire: round trips", "[pml][wire]") {
     v = bytes_of(fi);
     REQUIRE(decode_fin(v.data(), v.size(), 0, fi2) == Defect::kNone);
     CHECK(fi2.size == 12345);
+
+    RndvHdr rs = make_rndv_stream(3, 4, 5, 6, 65536, 42), rs2{};
+    v = bytes_of(rs, 8000);
+    REQUIRE(decode_rndv(v.data(), v.size(), 8000, rs2) == Defect::kNone);
+    CHECK(rs2.match.common.flags == kRndvStream);
+    CHECK(rs2.msg_len == 65536);
+
+    StreamHdr s = make_stream(65535, 7, 65536, 42, 65536 - 100), s2{};
+    v = bytes_of(s, 100);
+    REQUIRE(decode_stream(v.data(), v.size(), 100, s2) == Defect::kNone);
+    CHECK(s2.ctx == 65535);
+    CHECK(s2.src == 7);
+    CHECK(s2.msg_len == 65536);
+    CHECK(s2.src_req == 42);
+    CHECK(s2.offset == 65536 - 100);
 }
 
 TEST_CASE("pml wire: every refusal rule", "[pml][wire]") {
@@ -186,6 +208,51 @@ TEST_CASE("pml wire: every refusal rule", "[pml][wire]") {
     v = bytes_of(make_frag(1, kMaxLength + 1), 4);
     CHECK(decode_frag(v.data(), v.size(), 4, f) == Defect::kOffset);
 
+    // A streamed RNDV: at least one byte with it, at most kMaxStream in all,
+    // no other flag; never inside an EXT header (test_pml_excid.cc).
+    v = bytes_of(make_rndv_stream(1, 2, 3, 4, 10, 1));
+    CHECK(decode_rndv(v.data(), v.size(), 0, r) == Defect::kLength);
+    v = bytes_of(make_rndv_stream(1, 2, 3, 4, kMaxStream + 1, 1), 1);
+    CHECK(decode_rndv(v.data(), v.size(), 1, r) == Defect::kLength);
+    v = bytes_of(make_rndv_stream(1, 2, 3, 4, kMaxStream, 1), 1);
+    CHECK(decode_rndv(v.data(), v.size(), 1, r) == Defect::kNone);
+    RndvHdr rf = make_rndv_stream(1, 2, 3, 4, 10, 1);
+    rf.match.common.flags = kRndvStream | 0x02;
+    v = bytes_of(rf, 1);
+    CHECK(decode_rndv(v.data(), v.size(), 1, r) == Defect::kFlags);
+    RgetHdr gs = make_rget(1, 2, 3, 4, 10, 1, 0x1000, 0); // RGET defines no flag
+    gs.rndv.match.common.flags = kRndvStream;
+    v = bytes_of(gs);
+    CHECK(decode_rget(v.data(), v.size(), 0, g) == Defect::kFlags);
+
+    StreamHdr s{};
+    v = bytes_of(make_stream(1, 2, 100, 1, 0));
+    CHECK(decode_stream(v.data(), v.size(), 0, s) == Defect::kLength); // empty
+    v = bytes_of(make_stream(1, 2, 100, 1, 0), 101);
+    CHECK(decode_stream(v.data(), v.size(), 101, s) == Defect::kLength); // more than the message
+    v = bytes_of(make_stream(1, 2, 100, 1, 91), 10);
+    CHECK(decode_stream(v.data(), v.size(), 10, s) == Defect::kOffset); // ends past it
+    v = bytes_of(make_stream(1, 2, 100, 1, 90), 10);
+    CHECK(decode_stream(v.data(), v.size(), 10, s) == Defect::kNone); // ends at it
+    v = bytes_of(make_stream(1, 2, 0, 1, 0), 1);
+    CHECK(decode_stream(v.data(), v.size(), 1, s) == Defect::kLength);
+    v = bytes_of(make_stream(1, 2, static_cast<uint32_t>(kMaxStream + 1), 1, 0), 1);
+    CHECK(decode_stream(v.data(), v.size(), 1, s) == Defect::kLength);
+    v = bytes_of(make_stream(1, 2, 100, 0, 0), 1);
+    CHECK(decode_stream(v.data(), v.size(), 1, s) == Defect::kRequest);
+    v = bytes_of(make_stream(1, -1, 100, 1, 0), 1);
+    CHECK(decode_stream(v.data(), v.size(), 1, s) == Defect::kSource);
+    StreamHdr sr = make_stream(1, 2, 100, 1, 0);
+    sr.reserved2 = 1;
+    v = bytes_of(sr, 1);
+    CHECK(decode_stream(v.data(), v.size(), 1, s) == Defect::kFlags);
+    sr = make_stream(1, 2, 100, 1, 0);
+    sr.common.flags = 1;
+    v = bytes_of(sr, 1);
+    CHECK(decode_stream(v.data(), v.size(), 1, s) == Defect::kFlags);
+    v = bytes_of(make_frag(1, 0), 8 + 1); // a FRAG sent on the STREAM tag
+    CHECK(decode_stream(v.data(), v.size(), 1, s) == Defect::kKind);
+
     FinHdr fi{};
     FinHdr bad = make_fin(1, 0);
     bad.status = -1;
@@ -215,7 +282,7 @@ static void check_invariants(Kind kind, const std::vector<uint8_t> &v) {
     std::memcpy(&c, v.data(), sizeof c);
     CHECK(c.kind == static_cast<uint8_t>(kind));
     CHECK(c.version == kVersion);
-    CHECK(c.flags == 0);
+    CHECK((c.flags == 0 || (kind == Kind::kRndv && c.flags == kRndvStream)));
     CHECK(c.reserved == 0);
     if (kind == Kind::kMatch || kind == Kind::kRndv || kind == Kind::kRget) {
         MatchHdr m;
@@ -229,6 +296,20 @@ static void check_invariants(Kind kind, const std::vector<uint8_t> &v) {
         CHECK(r.msg_len >= payload);
         CHECK(r.msg_len <= kMaxLength);
         CHECK(r.src_req != 0);
+        if (c.flags == kRndvStream) {
+            CHECK(payload > 0);
+            CHECK(r.msg_len <= kMaxStream);
+        }
+    }
+    if (kind == Kind::kStream) {
+        StreamHdr s;
+        std::memcpy(&s, v.data(), sizeof s);
+        CHECK(payload > 0);
+        CHECK(s.src >= 0);
+        CHECK(s.src_req != 0);
+        CHECK(s.msg_len <= kMaxStream);
+        CHECK(s.offset + payload <= s.msg_len); // inside the message
+        CHECK(s.reserved2 == 0);
     }
     if (kind == Kind::kRget) {
         RgetHdr g;
@@ -268,7 +349,18 @@ static std::vector<uint8_t> valid_random(Kind kind, std::mt19937_64 &rng) {
     case Kind::kMatch: return bytes_of(make_match(uint16_t(u(65535)), uint16_t(u(65535)), src, tag), u(64));
     case Kind::kRndv: {
         std::size_t inl = u(64);
+        if (u(1) == 0) {
+            inl += 1;
+            return bytes_of(make_rndv_stream(uint16_t(u(65535)), 1, src, tag,
+                                             inl + u(kMaxStream - inl), 1 + u(1000)),
+                            inl);
+        }
         return bytes_of(make_rndv(uint16_t(u(65535)), 1, src, tag, inl + u(1 << 20), 1 + u(1000)), inl);
+    }
+    case Kind::kStream: {
+        auto len = static_cast<uint32_t>(1 + u(kMaxStream - 1));
+        std::size_t n = 1 + u(len < 64 ? len - 1 : 63);
+        return bytes_of(make_stream(uint16_t(u(65535)), src, len, 1 + u(~0ull - 1), u(len - n)), n);
     }
     case Kind::kRget: {
         auto hl = static_cast<uint16_t>(u(kMaxHandle));
@@ -287,7 +379,9 @@ TEST_CASE("pml wire: randomized fuzz (random bytes, mutated and truncated header
     std::mt19937_64 rng(20261130);
     std::size_t accepted = 0, rejected = 0;
     for (int iter = 0; iter < 200000; ++iter) {
-        auto kind = static_cast<Kind>(1 + iter % 6);
+        static const Kind kKinds[] = {Kind::kMatch, Kind::kRndv, Kind::kRget, Kind::kAck,
+                                      Kind::kFrag,  Kind::kFin,  Kind::kStream};
+        Kind kind = kKinds[iter % 7];
         std::vector<uint8_t> v;
         int how = static_cast<int>(rng() % 4);
         if (how == 0) { // pure noise, any length up to 2 headers
