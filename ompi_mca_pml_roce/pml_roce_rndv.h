@@ -76,6 +76,16 @@ public:
     std::size_t pieces() const noexcept { return ahead_.size(); }
     void *owner() const noexcept { return owner_; }
     uint64_t id() const noexcept { return id_; }
+    /// Calls f(begin, end) for each range of arrived bytes, in order.
+    template <typename F>
+    void each_range(F &&f) const {
+        if (prefix_ > lo_) {
+            f(lo_, prefix_);
+        }
+        for (const Range &r : ahead_) {
+            f(r.begin, r.end);
+        }
+    }
 
 private:
     friend class FragTable;
