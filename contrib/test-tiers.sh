@@ -63,7 +63,10 @@ tier_suite() { "$top/tests/mpi/run-suite" --bindir "$build/tests/mpi" --osc sm -
 #   SM_BTL    Open MPI's shared-memory btl (vader on 4.1, sm on 5.0)
 #   OB1_BTLS  the btls of the ob1 reference run
 # ob1 is the reference (with the exclusions given); pml roce over self and
-# SM_BTL at 2 ranks, then at 4 and 8 oversubscribed ranks through the soak
+# tcp on the loopback at 4 ranks (a network btl: rendezvous messages up to
+# pml_roce_stream_limit are streamed there, and pieces overtake their
+# header); pml roce over self and SM_BTL at 2 ranks, then at 4 and 8
+# oversubscribed ranks through the soak
 # (one run each: a program that hangs is stopped after 120 s instead of
 # run-suite's 600, with the stack of every rank in $build/soak-npN/).
 tier_mpi() {
@@ -75,6 +78,7 @@ tier_mpi() {
     OMPI_MCA_opal_mca_base_component_path="$build/inst/lib/ompi-components:SYS_DEFAULT"
     export OMPI_MCA_opal_mca_base_component_path
     tier_suite --np 2 --mca pml ob1 --mca btl "$ob1_btls" "$@"
+    tier_suite --np 4 --oversubscribe --mca pml roce --mca btl self,tcp --mca btl_tcp_if_include lo
     tier_suite --np 2 --mca pml roce --mca btl "self,$sm"
     for np in 4 8; do
         "$top/tests/mpi/soak" --bindir "$build/tests/mpi" --np "$np" --runs 1 --hang-after 120 \

@@ -77,6 +77,15 @@ int mca_pml_roce_component_register_params(void) {
             "receiver with RDMA get when the BTL offers it; smaller ones (and everything when "
             "pml_roce_use_rdma is false) go through the send pipeline (RNDV, ACK, fragments).",
             MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &p.rget_limit);
+        p.stream_limit = static_cast<size_t>(roce::pml::kDefaultStreamLimit);
+        reg("stream_limit",
+            "Rendezvous messages of at most this many bytes (0..1048576) over a network BTL "
+            "are streamed: the header with the first bytes, then the rest in fragments at once, "
+            "without waiting for the receiver (one trip instead of three; the receiver keeps "
+            "what arrives before the receive is posted). 0 disables it. Synchronous sends, "
+            "shared-memory BTLs (self, vader: their single-copy RDMA is cheaper) and Open MPI "
+            "5.0 messages by extended communicator id never stream.",
+            MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &p.stream_limit);
         p.pipeline_depth = static_cast<int>(roce::pml::kDefaultPipelineDepth);
         reg("pipeline_depth",
             "Fragments in flight per message in the send pipeline (1..1024); each is at most "
@@ -150,7 +159,15 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
                                           rs.message().c_str());
             return nullptr;
         }
+        roce::util::Status ss = roce::pml::check_stream_limit(static_cast<int64_t>(
+            p.stream_limit > static_cast<size_t>(INT64_MAX) ? INT64_MAX : p.stream_limit));
+        if (!ss) {
+            roce::pml::report_before_exit("error: %s; pml roce cannot run with this value",
+                                          ss.message().c_str());
+            return nullptr;
+        }
         *priority = opts->priority;
+        roce::pml::g.stream_limit = p.stream_limit;
         roce::pml::g.rget_limit = p.rget_limit;
         roce::pml::g.pipeline_depth = p.pipeline_depth;
         roce::pml::g.eager_limit = opts->eager_limit;

@@ -50,6 +50,7 @@
 #include "pml_roce_handles.h"
 #include "pml_roce_help.h"
 #include "pml_roce_rndv.h"
+#include "pml_roce_stream.h"
 #include "pml_roce_wire.h"
 
 namespace roce::pml {
@@ -282,6 +283,7 @@ enum ReqFlags : uint8_t {
     kPersistent = 0x10,
     kRetainedComm = 0x20, ///< the request holds a reference on its communicator
     kRetainedDt = 0x40,   ///< the request holds a reference on its datatype
+    kStream = 0x80,       ///< SendRequest: streamed (RNDV with kRndvStream, then STREAM fragments)
 };
 
 /// Takes the references a nonblocking request needs so that MPI_Comm_free or
@@ -421,6 +423,9 @@ inline rndv::SendView send_view(const void *request) noexcept {
 /// performance variables can expose them.
 struct Counters {
     uint64_t eager_inline = 0, eager_copy = 0, rndv = 0, rget = 0, pipeline = 0;
+    /// Streamed sends; STREAM fragments kept because their message had no
+    /// receive yet; STREAM fragments refused (not counted in bad_frags).
+    uint64_t streams = 0, stream_staged = 0, bad_streams = 0;
     uint64_t rget_fallbacks = 0, reg_failures = 0, pending_retries = 0;
     uint64_t bad_headers = 0, bad_ids = 0, early = 0;
     /// Extended ids (5.0): match-type messages sent with an EXT header,
@@ -455,6 +460,8 @@ struct Pml {
     int use_rdma = 1;            ///< pml_roce_use_rdma
     std::size_t rget_limit = 0;  ///< pml_roce_rget_limit
     int32_t pipeline_depth = 8;  ///< pml_roce_pipeline_depth: FRAGs in flight per send
+    std::size_t stream_limit = 0; ///< pml_roce_stream_limit
+    volatile uint64_t stream_next = 0; ///< last id given to a streamed send (never 0)
 
     opal_free_list_t send_reqs;
     opal_free_list_t recv_reqs;
@@ -476,6 +483,7 @@ struct Pml {
     opal_mutex_t ids_lock;                 ///< both request-id tables
     rndv::AnswerTable send_ids{send_view}; ///< sends waiting for an ACK or FIN
     rndv::FragTable recv_ids;              ///< receives waiting for FRAGs
+    rndv::StreamTable streams;             ///< streamed messages being assembled
 
     opal_mutex_t pending_lock;
     opal_list_t pending_sends; ///< SendRequest waiting for descriptors
@@ -608,6 +616,10 @@ inline void kept_free(Kept *k) noexcept {
     }
 }
 void unpack(RecvRequest *r, uint64_t offset, const Pieces &data, std::size_t n) noexcept;
+/// A streamed RNDV (wire::kRndvStream) matched `r`: its first bytes and the
+/// pieces that came before go into the receive; it completes once every
+/// byte arrived (pml_roce_recvstream.cc).
+void deliver_stream(RecvRequest *r, const wire::RndvHdr &h, const Pieces &data) noexcept;
 void rget_start(RecvRequest *r, const wire::RgetHdr &h, const uint8_t *handle,
                 mca_btl_base_module_t *btl) noexcept;
 void getop_resume(GetOp *op) noexcept;
@@ -685,6 +697,8 @@ void mca_pml_roce_cb_fin(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
                          const roce::compat::RecvDesc *des);
 void mca_pml_roce_cb_ext(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
                          const roce::compat::RecvDesc *des);
+void mca_pml_roce_cb_stream(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
+                            const roce::compat::RecvDesc *des);
 }
 
 /// The eager payload a btl can carry in one fragment after `hdr` bytes.

@@ -86,9 +86,12 @@ void log_counters(const char *when) noexcept {
     opal_output_verbose(10, output(),
                         "pml roce [%s]: %s: duplicates dropped: %" PRIu64 " FRAG, %" PRIu64
                         " ACK/FIN, %" PRIu64 " match; refused: %" PRIu64 " headers, %" PRIu64
-                        " request ids, %" PRIu64 " FRAG ranges, %" PRIu64 " EXT",
+                        " request ids, %" PRIu64 " FRAG ranges, %" PRIu64 " EXT, %" PRIu64
+                        " STREAM; streamed %" PRIu64 " sends, kept %" PRIu64
+                        " pieces before their receive",
                         host_name(), when, c.dup_frags, c.dup_answers, c.dup_matches,
-                        c.bad_headers, c.bad_ids, c.bad_frags, c.bad_ext);
+                        c.bad_headers, c.bad_ids, c.bad_frags, c.bad_ext, c.bad_streams, c.streams,
+                        c.stream_staged);
     if (roce::compat::kExtendedIds) {
         opal_output_verbose(10, output(),
                             "pml roce [%s]: %s: extended ids: %" PRIu64 " messages sent with an EXT "
@@ -277,6 +280,7 @@ int register_callbacks() noexcept {
         {wire::Kind::kFrag, roce::compat::recv_cb<mca_pml_roce_cb_frag>},
         {wire::Kind::kFin, roce::compat::recv_cb<mca_pml_roce_cb_fin>},
         {wire::Kind::kExt, roce::compat::recv_cb<mca_pml_roce_cb_ext>},
+        {wire::Kind::kStream, roce::compat::recv_cb<mca_pml_roce_cb_stream>},
     };
     for (auto &c : cbs) {
         int rc = mca_bml.bml_register(wire::tag_of(c.kind), c.fn, nullptr);
@@ -523,11 +527,14 @@ int mca_pml_roce_dump(ompi_communicator_t *comm, int verbose) noexcept {
     const Counters &c = g.counters;
     opal_output(0,
                 "pml roce [%s]: sends eager %" PRIu64 " (+inline), rndv %" PRIu64 ", rget %" PRIu64
-                ", pipelines %" PRIu64 ", rget fallbacks %" PRIu64 ", registration failures %" PRIu64
+                ", pipelines %" PRIu64 ", streamed %" PRIu64 " (%" PRIu64
+                " pieces kept before their receive, %" PRIu64 " refused)"
+                ", rget fallbacks %" PRIu64 ", registration failures %" PRIu64
                 "; pending %d; live ids %zu send / %zu recv; early %zu; refused headers %" PRIu64
                 ", ids %" PRIu64 ", FRAG ranges %" PRIu64 "; duplicates dropped: %" PRIu64
                 " FRAG, %" PRIu64 " ACK/FIN, %" PRIu64 " match",
-                host_name(), c.eager_copy, c.rndv, c.rget, c.pipeline, c.rget_fallbacks,
+                host_name(), c.eager_copy, c.rndv, c.rget, c.pipeline, c.streams, c.stream_staged,
+                c.bad_streams, c.rget_fallbacks,
                 c.reg_failures, g.pending_count, g.send_ids.live(), g.recv_ids.live(),
                 g.early != nullptr ? g.early->size() : 0, c.bad_headers, c.bad_ids, c.bad_frags,
                 c.dup_frags, c.dup_answers, c.dup_matches);
@@ -600,6 +607,13 @@ void pml_teardown() noexcept {
     }
     delete g.excids;
     g.excids = nullptr;
+    std::size_t streams = g.streams.clear();
+    if (streams != 0) {
+        opal_output_verbose(10, output(),
+                            "pml roce [%s]: %zu streamed messages were incomplete at finalize "
+                            "(pieces without a header that matched)",
+                            host_name(), streams);
+    }
     g.comms.clear();
     // Every PmlComm ever made: retired ones sit in the pool; one still
     // published here was never freed by Open MPI.

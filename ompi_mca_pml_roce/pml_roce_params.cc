@@ -37,4 +37,9 @@ util::Status check_rendezvous_options(int64_t pipeline_depth, int64_t rget_limit
                              "0..4611686018427387904 (bytes)");
 }
 
+util::Status check_stream_limit(int64_t stream_limit) {
+    return util::check_range("pml_roce_stream_limit", stream_limit, 0, kMaxStreamLimit,
+                             "0..1048576 (bytes)");
+}
+
 } // namespace roce::pml

@@ -23,6 +23,10 @@ inline constexpr int64_t kMinPipelineDepth = 1;
 inline constexpr int64_t kMaxPipelineDepth = 1024;
 inline constexpr int64_t kDefaultPipelineDepth = 8;
 /// Largest pml_roce_rget_limit (bytes): 2^62, the wire's length limit.
+/// pml_roce_stream_limit: default and largest value (bytes); the largest is
+/// what a receiver accepts (wire::kMaxStream).
+inline constexpr int64_t kDefaultStreamLimit = 64 * 1024;
+inline constexpr int64_t kMaxStreamLimit = int64_t{1} << 20;
 inline constexpr int64_t kMaxRgetLimit = int64_t{1} << 62;
 
 /// Checks the rendezvous settings: pml_roce_pipeline_depth within
@@ -30,6 +34,8 @@ inline constexpr int64_t kMaxRgetLimit = int64_t{1} << 62;
 /// 0..kMaxRgetLimit; the error names the parameter, the value and what is
 /// allowed.
 util::Status check_rendezvous_options(int64_t pipeline_depth, int64_t rget_limit);
+/// Checks pml_roce_stream_limit: 0..kMaxStreamLimit.
+util::Status check_stream_limit(int64_t stream_limit);
 
 /// Validated pml settings.
 struct PmlOptions {

@@ -2,8 +2,9 @@
 //
 // The sender's half of a rendezvous after its header went out: the ACK
 // (send FRAGs for [offset, offset + size), or nothing), the FIN of an RGET,
-// FRAG scheduling over the endpoint's send btls, and control messages (ACK,
-// FIN) that wait for a descriptor.
+// FRAG scheduling over the endpoint's send btls (STREAM fragments for a
+// streamed message, which needs no ACK), and control messages (ACK, FIN)
+// that wait for a descriptor.
 //
 // FRAG scheduling follows ob1's counter idiom: send_schedule() increments
 // sched_lock and only the thread that raised it from 0 schedules, looping
@@ -61,12 +62,18 @@ void frag_sent(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, mca_btl_base_
 // queue). Called only by the thread owning sched_lock.
 void schedule_once(SendRequest *r) noexcept {
     opal_convertor_t *conv = &r->base.req_base.req_convertor;
+    const bool stream = (r->flags & kStream) != 0;
+    const std::size_t hsize = stream ? sizeof(wire::StreamHdr) : sizeof(wire::FragHdr);
+    if (stream && !(r->flags & kConvReady)) {
+        mca_pml_base_request_t *b = &r->base.req_base;
+        opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor, &b->req_datatype->super,
+                                                 b->req_count, b->req_addr, 0, &b->req_convertor);
+        r->flags |= kConvReady;
+    }
     while (r->sched_off < r->sched_end && r->inflight < g.pipeline_depth) {
         mca_bml_base_btl_t *bml = mca_bml_base_btl_array_get_next(&r->ep->btl_send);
         mca_btl_base_module_t *btl = bml->btl;
-        uint64_t room = btl->btl_max_send_size > sizeof(wire::FragHdr)
-                            ? btl->btl_max_send_size - sizeof(wire::FragHdr)
-                            : 0;
+        uint64_t room = btl->btl_max_send_size > hsize ? btl->btl_max_send_size - hsize : 0;
         uint64_t left = r->sched_end - r->sched_off;
         size_t size = static_cast<size_t>(left < room ? left : room);
         if (size == 0) {
@@ -78,7 +85,7 @@ void schedule_once(SendRequest *r) noexcept {
             opal_convertor_set_position(conv, &pos);
         }
         mca_btl_base_descriptor_t *des = nullptr;
-        mca_bml_base_prepare_src(bml, conv, MCA_BTL_NO_ORDER, sizeof(wire::FragHdr), &size,
+        mca_bml_base_prepare_src(bml, conv, MCA_BTL_NO_ORDER, hsize, &size,
                                  MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_SEND_ALWAYS_CALLBACK |
                                      MCA_BTL_DES_FLAGS_SIGNAL,
                                  &des);
@@ -89,13 +96,25 @@ void schedule_once(SendRequest *r) noexcept {
             pend_send(r);
             return;
         }
-        wire::FragHdr h = wire::make_frag(r->dst_req, r->sched_off);
-        std::memcpy(des->des_segments[0].seg_addr.pval, &h, sizeof h);
+        uint8_t tag;
+        if (stream) {
+            const mca_pml_base_request_t *b = &r->base.req_base;
+            // want_stream() made sure the index fits a plain header.
+            wire::StreamHdr h = wire::make_stream(
+                static_cast<uint16_t>(header_ctx(r->pcomm, b->req_peer)), r->pcomm->my_rank,
+                static_cast<uint32_t>(r->total), r->id, r->sched_off);
+            std::memcpy(des->des_segments[0].seg_addr.pval, &h, sizeof h);
+            tag = wire::tag_of(wire::Kind::kStream);
+        } else {
+            wire::FragHdr h = wire::make_frag(r->dst_req, r->sched_off);
+            std::memcpy(des->des_segments[0].seg_addr.pval, &h, sizeof h);
+            tag = wire::tag_of(wire::Kind::kFrag);
+        }
         des->des_cbfunc = frag_sent;
         des->des_cbdata = r;
         add_fetch32(&r->inflight, 1);
         r->sched_off += size;
-        if (mca_bml_base_send(bml, des, wire::tag_of(wire::Kind::kFrag)) < 0) {
+        if (mca_bml_base_send(bml, des, tag) < 0) {
             add_fetch32(&r->inflight, -1);
             r->sched_off -= size;
             btl->btl_free(btl, des);

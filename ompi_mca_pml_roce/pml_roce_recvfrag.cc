@@ -95,6 +95,10 @@ void deliver_match(RecvRequest *r, const wire::MatchHdr &h, const Pieces &data) 
 }
 
 void deliver_rndv(RecvRequest *r, const wire::RndvHdr &h, const Pieces &data) noexcept {
+    if (h.match.common.flags & wire::kRndvStream) {
+        deliver_stream(r, h, data);
+        return;
+    }
     const wire::MatchHdr &m = h.match;
     uint64_t want = h.msg_len < r->capacity ? h.msg_len : r->capacity;
     std::size_t n = data.total < want ? data.total : static_cast<std::size_t>(want);

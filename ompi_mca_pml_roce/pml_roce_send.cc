@@ -5,6 +5,10 @@
 //             synchronous: one MATCH fragment; through btl_sendi from a stack
 //             buffer up to kInlineMax bytes (no request at all), else copied
 //             into a btl descriptor. The send is complete once copied.
+//   stream    up to pml_roce_stream_limit bytes over a network btl, not
+//             synchronous: RNDV (flag kRndvStream) with the first bytes, then
+//             the rest in STREAM fragments at once; no answer. The send is
+//             complete once the fragments are out (pml_roce_pipeline.cc).
 //   rndv      synchronous sends that fit in one fragment, and the fallback for
 //             large ones: RNDV with the first bytes; the receiver ACKs after
 //             the match, asking for the rest in FRAGs (pml_roce_pipeline.cc).
@@ -242,13 +246,20 @@ bool send_header(SendRequest *r) noexcept {
     mca_btl_base_module_t *btl = bml->btl;
     uint64_t room = eager_room(btl, ext + sizeof(wire::RndvHdr));
     std::size_t inl = static_cast<std::size_t>(r->total < room ? r->total : room);
+    const bool stream = (r->flags & kStream) != 0;
+    if (OPAL_UNLIKELY(stream && inl == 0)) {
+        fatal("btl %s has an eager limit (%zu) too small for a RNDV header with data",
+              btl->btl_component->btl_version.mca_component_name, btl->btl_eager_limit);
+    }
     mca_btl_base_descriptor_t *des =
         btl->btl_alloc(btl, bml->btl_endpoint, MCA_BTL_NO_ORDER, ext + sizeof(wire::RndvHdr) + inl,
                        MCA_BTL_DES_FLAGS_PRIORITY | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
     if (des == nullptr) {
         return false;
     }
-    wire::RndvHdr h = wire::make_rndv(hctx, r->seq, pc->my_rank, b->req_tag, r->total, r->id);
+    wire::RndvHdr h = stream ? wire::make_rndv_stream(hctx, r->seq, pc->my_rank, b->req_tag,
+                                                      r->total, r->id)
+                             : wire::make_rndv(hctx, r->seq, pc->my_rank, b->req_tag, r->total, r->id);
     auto *p = static_cast<uint8_t *>(des->des_segments[0].seg_addr.pval);
     if (ext != 0) {
         write_ext(pc, b->req_peer, wire::Kind::kRndv, p);
@@ -257,6 +268,25 @@ bool send_header(SendRequest *r) noexcept {
     std::memcpy(p, &h, sizeof h);
     pack_at(r, 0, p + sizeof h, inl);
     des->des_cbfunc = noop_completion;
+    if (stream) {
+        // No answer will come: the request stays ours, and the rest
+        // follows at once (the receiver keeps what arrives before the
+        // header matched).
+        r->sched_off = inl;
+        r->sched_end = r->total;
+        r->proto = static_cast<uint8_t>(SendProto::kPipeline);
+        if (mca_bml_base_send(bml, des, match_tag(wire::Kind::kRndv, ext)) < 0) {
+            btl->btl_free(btl, des);
+            r->proto = static_cast<uint8_t>(SendProto::kHeaderPending);
+            return false;
+        }
+        if (r->sched_off == r->sched_end) {
+            send_request_complete(r);
+        } else {
+            send_schedule(r);
+        }
+        return true;
+    }
     r->proto = static_cast<uint8_t>(SendProto::kWaitAck);
     if (mca_bml_base_send(bml, des, match_tag(wire::Kind::kRndv, ext)) >= 0) {
         return true;
@@ -317,10 +347,34 @@ void pend(SendRequest *r, SendProto why) noexcept {
     pend_send(r);
 }
 
-// Rendezvous: RGET when possible, else RNDV (+ ACK + FRAGs).
+// True when a rendezvous message streams (pml_roce_stream_limit): not
+// synchronous (that needs the receiver's answer), small enough, to a
+// receiver whose index goes in a plain header, over a network btl. Shared
+// memory btls (exclusivity MCA_BTL_EXCLUSIVITY_HIGH - 1 and above: self,
+// vader, sm) move it with one single-copy get instead.
+bool want_stream(SendRequest *r) noexcept {
+    if (r->total > g.stream_limit || r->base.req_send_mode == MCA_PML_BASE_SEND_SYNCHRONOUS ||
+        header_ctx(r->pcomm, r->base.req_base.req_peer) == kNeedExt) {
+        return false;
+    }
+    const mca_btl_base_module_t *eb = mca_bml_base_btl_array_get_index(&r->ep->btl_eager, 0)->btl;
+    return eb->btl_exclusivity < MCA_BTL_EXCLUSIVITY_HIGH - 1;
+}
+
+// Rendezvous: streamed when small (want_stream), else RGET when possible,
+// else RNDV (+ ACK + FRAGs).
 int start_rendezvous(SendRequest *r) noexcept {
     r->rdma_bml = nullptr;
     r->reg = nullptr;
+    if (want_stream(r)) {
+        r->flags |= kStream;
+        r->id = add_fetch64(&g.stream_next, 1);
+        ++g.counters.streams;
+        if (!send_header(r)) {
+            pend(r, SendProto::kHeaderPending);
+        }
+        return OMPI_SUCCESS;
+    }
     bool want_rget = (r->flags & kContig) && g.use_rdma && r->total > 0 &&
                      r->total >= g.rget_limit;
     if (want_rget && r->base.req_send_mode == MCA_PML_BASE_SEND_SYNCHRONOUS) {
@@ -357,6 +411,7 @@ int start_rendezvous(SendRequest *r) noexcept {
 int send_start(SendRequest *r) noexcept {
     const mca_pml_base_send_mode_t mode = r->base.req_send_mode;
     r->proto = static_cast<uint8_t>(SendProto::kIdle);
+    r->flags &= static_cast<uint8_t>(~kStream); // a persistent send chooses again
     r->sched_lock = 0;
     r->inflight = 0;
     r->frag_done = 0;

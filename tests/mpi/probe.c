@@ -7,7 +7,7 @@
  */
 #include "mt.h"
 
-static const long long kSizes[] = {0, 8, 4096, 1 << 20};
+static const long long kSizes[] = {0, 8, 4096, 20000, 65536, 1 << 20};
 
 static void probe_then_recv(long long n, int step) {
     if (mt_rank == 0) {

@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
     MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
     long long cap = mt_max_bytes(1 << 20);
     long long cases[][2] = {{100, 50},          {8, 0},          {4096, 4095}, {65536, 1000},
-                            {1 << 20, 1 << 19}, {300000, 299999}};
+                            {1 << 20, 1 << 19}, {300000, 299999}, {20000, 12000}};
     long iters = mt_iters(5, 1);
     int step = 0;
     for (long it = 0; it < iters; it++)
