@@ -59,7 +59,7 @@ for p in latency bandwidth rdma_pipeline_send_length put_limit get_limit; do
         ok "ompi_info registers btl_roce_$p" || bad "btl_roce_$p not registered" "$work/btlparse"
 done
 ompi_info --param pml roce --level 9 >"$work/pmlp" 2>&1
-for p in eager_limit verbose priority; do
+for p in eager_limit verbose priority stream_limit; do
     grep -q "\"pml_roce_$p\"" "$work/pmlp" && ok "ompi_info --param pml roce shows pml_roce_$p" || bad "pml_roce_$p not shown" "$work/pmlp"
 done
 # MPI_T performance variables (listed at level 9 like ob1's queue lengths).

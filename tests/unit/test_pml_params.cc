@@ -1,6 +1,7 @@
 // Copyright (c) 2026 ompi-roce developers. See LICENSE.
 #include "catch.h"
 #include "pml_roce_params.h"
+#include "pml_roce_wire.h"
 
 using namespace roce::pml;
 
@@ -43,4 +44,17 @@ TEST_CASE("pml rendezvous options: bounds and refusals", "[pml][params]") {
     e = check_rendezvous_options(8, -1);
     REQUIRE_FALSE(e.is_ok());
     CHECK(e.message().find("pml_roce_rget_limit = -1 is invalid") == 0);
+}
+
+TEST_CASE("pml stream limit: bounds and refusals", "[pml][params]") {
+    CHECK(check_stream_limit(0).is_ok()); // never stream
+    CHECK(check_stream_limit(kDefaultStreamLimit).is_ok());
+    CHECK(check_stream_limit(kMaxStreamLimit).is_ok());
+    // The largest a receiver accepts is the wire's limit.
+    CHECK(static_cast<uint64_t>(kMaxStreamLimit) == roce::pml::wire::kMaxStream);
+    auto e = check_stream_limit(kMaxStreamLimit + 1);
+    REQUIRE_FALSE(e.is_ok());
+    CHECK(e.message() == "pml_roce_stream_limit = 1048577 is invalid: allowed values are "
+                         "0..1048576 (bytes)");
+    CHECK_FALSE(check_stream_limit(-1).is_ok());
 }
