@@ -250,9 +250,12 @@ uint32_t module_flags(uint32_t registered) {
 void btl_defaults(mca_btl_base_module_t &t, mca_btl_base_component_t *component) {
     t = mca_btl_base_module_t{};
     t.btl_component = component;
-    t.btl_eager_limit = 8192;
-    t.btl_rndv_eager_limit = 8192;
-    t.btl_max_send_size = 8192;
+    // A full fragment and the btl's 8-byte header make exactly 8 KiB on the
+    // wire: 2 packets at MTU 4096, 8 at MTU 1024 (8 KiB of payload would
+    // take a third / ninth packet for the last 8 bytes).
+    t.btl_eager_limit = kDefaultMaxSend;
+    t.btl_rndv_eager_limit = kDefaultMaxSend;
+    t.btl_max_send_size = kDefaultMaxSend;
     t.btl_rdma_pipeline_send_length = 1024 * 1024;
     t.btl_rdma_pipeline_frag_size = 1024 * 1024;
     t.btl_min_rdma_pipeline_size = 16 * 1024;

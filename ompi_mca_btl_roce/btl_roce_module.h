@@ -91,6 +91,10 @@ struct ModuleConfig {
 /// unknown (select::rail_bandwidth).
 inline constexpr uint32_t kDefaultLatency = 10;
 inline constexpr uint32_t kDefaultBandwidth = 25000;
+/// Default btl_roce_max_send_size, eager_limit and rndv_eager_limit: 8 KiB
+/// on the wire with the fragment header (a whole number of packets at every
+/// RoCE MTU).
+inline constexpr size_t kDefaultMaxSend = 8192 - wire::kFragHeaderSize;
 
 /// The defaults of the generic btl parameters and the capabilities of this
 /// btl (flags, atomics), before Open MPI registers the user's values over
