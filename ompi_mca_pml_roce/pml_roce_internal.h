@@ -537,32 +537,30 @@ inline RecvRequest *recv_request_alloc() noexcept {
 void send_request_release(SendRequest *r) noexcept; ///< drop one ref; last one returns it
 void send_request_complete(SendRequest *r) noexcept; ///< MPI + pml complete, drop pml ref
 
+/// Returns a receive request nobody references any more to its free list
+/// (drops what it retained, cleans up its convertor).
+void recv_request_return(RecvRequest *r) noexcept;
+
 /// Drops one reference; the last one returns the request to its free list.
-/// Inline: it runs on every receive.
+/// Inline, and the return out of line: it runs on every receive, and in
+/// every completion, where the user's reference is still there.
 inline void recv_request_release(RecvRequest *r) noexcept {
-    if (add_fetch32(&r->refs, -1) != 0) {
-        return;
+    if (add_fetch32(&r->refs, -1) == 0) {
+        recv_request_return(r);
     }
-    mca_pml_base_request_t *b = &r->base.req_base;
-    release_refs(r->flags, b->req_comm, b->req_datatype);
-    if (OPAL_UNLIKELY(r->flags & kConvReady)) {
-        opal_convertor_cleanup(&b->req_convertor);
-    }
-    r->flags = 0;
-    OMPI_REQUEST_FINI(&b->req_ompi);
-    opal_free_list_return(&g.recv_reqs, &b->req_ompi.super);
 }
 
-/// MPI- and pml-complete; drops the pml's reference.
-inline void recv_request_complete(RecvRequest *r) noexcept {
+/// MPI- and pml-complete; drops the pml's reference. Forced inline: out of
+/// line it saved six registers to complete one request (issue 18).
+[[gnu::always_inline]] inline void recv_request_complete(RecvRequest *r) noexcept {
     r->base.req_base.req_pml_complete = true;
     ompi_request_complete(&r->base.req_base.req_ompi, true);
     recv_request_release(r);
 }
 
 /// Sets status (source, tag, count, truncation) and completes.
-inline void recv_finish(RecvRequest *r, int32_t src, int32_t tag, uint64_t msg_len,
-                        uint64_t delivered) noexcept {
+[[gnu::always_inline]] inline void recv_finish(RecvRequest *r, int32_t src, int32_t tag,
+                                               uint64_t msg_len, uint64_t delivered) noexcept {
     ompi_status_public_t &st = r->base.req_base.req_ompi.req_status;
     st.MPI_SOURCE = src;
     st.MPI_TAG = tag;

@@ -82,6 +82,16 @@ int send_req_free(ompi_request_t **rptr) noexcept {
     return OMPI_SUCCESS;
 }
 
+// What only requests with a convertor or retained objects need, out of the
+// way of the common return.
+[[gnu::cold, gnu::noinline]] void recv_request_drop(RecvRequest *r) noexcept {
+    mca_pml_base_request_t *b = &r->base.req_base;
+    release_refs(r->flags, b->req_comm, b->req_datatype);
+    if (r->flags & kConvReady) {
+        opal_convertor_cleanup(&b->req_convertor);
+    }
+}
+
 int recv_req_free(ompi_request_t **rptr) noexcept {
     auto *r = reinterpret_cast<RecvRequest *>(*rptr);
     r->base.req_base.req_free_called = true;
@@ -154,6 +164,15 @@ void send_request_complete(SendRequest *r) noexcept {
         ompi_request_complete(&b->req_ompi, true);
     }
     send_request_release(r);
+}
+
+void recv_request_return(RecvRequest *r) noexcept {
+    if (OPAL_UNLIKELY(r->flags & (kConvReady | kRetainedComm | kRetainedDt))) {
+        recv_request_drop(r);
+    }
+    r->flags = 0;
+    OMPI_REQUEST_FINI(&r->base.req_base.req_ompi);
+    opal_free_list_return(&g.recv_reqs, &r->base.req_base.req_ompi.super);
 }
 
 Kept *kept_alloc_large(std::size_t bytes) noexcept {
