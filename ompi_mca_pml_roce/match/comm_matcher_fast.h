@@ -86,7 +86,9 @@ inline void CommMatcher::remove_posted(PostedNode *n) noexcept {
 // README.md, "Why the order is right", 3). Exactly what arrive_general()
 // does in that case, without the Arrival returned through memory.
 [[gnu::always_inline]] inline void *CommMatcher::match_posted(const Envelope &envelope) noexcept {
-    if (static_cast<uint32_t>(envelope.source) >= static_cast<uint32_t>(size_) ||
+    // First what a message that waits (nothing posted at all) fails on.
+    if (posted_pool_.live() == 0 ||
+        static_cast<uint32_t>(envelope.source) >= static_cast<uint32_t>(size_) ||
         envelope.tag == kAnyTag || options_.allow_overtake || posted_any_source_tag_ != 0) {
         return nullptr;
     }
