@@ -300,7 +300,10 @@ inline bool fast_match(mca_btl_base_module_t *btl, const roce::compat::RecvDesc 
     if (OPAL_UNLIKELY(wire::decode_match(s.seg_addr.pval, s.seg_len, h) != wire::Defect::kNone)) {
         return false;
     }
-    CommRef pc(g.comms.acquire(h.ctx));
+    // must_lock() read once: the lookup, the lock and the release would
+    // each read it again (two loads and two branches each).
+    const bool threads = must_lock();
+    CommRef pc(g.comms.acquire(h.ctx, threads), threads);
     if (OPAL_UNLIKELY(!pc)) {
         return false;
     }
@@ -332,7 +335,7 @@ inline bool fast_match(mca_btl_base_module_t *btl, const roce::compat::RecvDesc 
     void *request;
     bool more_ready;
     {
-        Guard guard(&pc->lock);
+        Guard guard(&pc->lock, threads);
         match::Arrival a = pc->matcher->arrive(match::Envelope{h.src, h.tag, h.seq}, keep);
         ++g.counters.match_attempts;
         kind = a.kind;
