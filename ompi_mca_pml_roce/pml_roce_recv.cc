@@ -73,18 +73,24 @@ namespace {
     mca_pml_base_request_t *b = &r->base.req_base;
     recv_arm(r);
     PmlComm *pc = r->pcomm;
-    match::Posting p;
+    // Only what is used leaves the locked scope: a whole Posting kept alive
+    // across it is copied through the stack (the inline fast path and the
+    // general one return it differently).
+    match::Verdict verdict;
+    void *matched;
     {
         Guard guard(&pc->lock);
-        p = pc->matcher->post(b->req_peer, b->req_tag, r);
+        match::Posting p = pc->matcher->post(b->req_peer, b->req_tag, r);
         ++g.counters.match_attempts;
         r->handle = p.handle;
+        verdict = p.verdict;
+        matched = p.matched ? p.message.payload : nullptr;
     }
-    if (OPAL_UNLIKELY(p.verdict != match::Verdict::kOk)) {
-        return p.verdict == match::Verdict::kNoMemory ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_ERR_BAD_PARAM;
+    if (OPAL_UNLIKELY(verdict != match::Verdict::kOk)) {
+        return verdict == match::Verdict::kNoMemory ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_ERR_BAD_PARAM;
     }
-    if (p.matched) {
-        deliver_kept(r, static_cast<Kept *>(p.message.payload));
+    if (matched != nullptr) {
+        deliver_kept(r, static_cast<Kept *>(matched));
     }
     return OMPI_SUCCESS;
 }

@@ -304,7 +304,10 @@ inline bool fast_match(mca_btl_base_module_t *btl, const roce::compat::RecvDesc 
     if (OPAL_UNLIKELY(wire::decode_match(s.seg_addr.pval, s.seg_len, h) != wire::Defect::kNone)) {
         return false;
     }
-    CommRef pc(g.comms.acquire(h.ctx));
+    // must_lock() read once: the lookup, the lock and the release would
+    // each read it again (two loads and two branches each).
+    const bool threads = must_lock();
+    CommRef pc(g.comms.acquire(h.ctx, threads), threads);
     if (OPAL_UNLIKELY(!pc)) {
         return false;
     }
@@ -328,14 +331,24 @@ inline bool fast_match(mca_btl_base_module_t *btl, const roce::compat::RecvDesc 
         }
         return k;
     };
-    match::Arrival a;
+    // Only what is used leaves the locked scope: a whole Arrival kept alive
+    // across it is copied through the stack (arrive's inline fast path and
+    // its general path return it differently).
+    match::ArrivalKind kind;
+    match::Verdict verdict;
+    void *request;
+    bool more_ready;
     {
-        Guard guard(&pc->lock);
-        a = pc->matcher->arrive(match::Envelope{h.src, h.tag, h.seq}, keep);
+        Guard guard(&pc->lock, threads);
+        match::Arrival a = pc->matcher->arrive(match::Envelope{h.src, h.tag, h.seq}, keep);
         ++g.counters.match_attempts;
+        kind = a.kind;
+        verdict = a.verdict;
+        request = a.request;
+        more_ready = a.more_ready;
     }
-    if (OPAL_LIKELY(a.kind == match::ArrivalKind::kMatched)) {
-        auto *r = static_cast<RecvRequest *>(a.request);
+    if (OPAL_LIKELY(kind == match::ArrivalKind::kMatched)) {
+        auto *r = static_cast<RecvRequest *>(request);
         if (OPAL_LIKELY(r->flags & kContig)) {
             std::size_t n = len < r->capacity ? len : static_cast<std::size_t>(r->capacity);
             copy_bytes(r->contig, data, n);
@@ -349,11 +362,11 @@ inline bool fast_match(mca_btl_base_module_t *btl, const roce::compat::RecvDesc 
             pcs.total = len;
             deliver_match(r, h, pcs);
         }
-    } else if (OPAL_UNLIKELY(a.kind == match::ArrivalKind::kRejected)) {
-        log_refusal(pc.get(), match::Envelope{h.src, h.tag, h.seq}, a.verdict);
+    } else if (OPAL_UNLIKELY(kind == match::ArrivalKind::kRejected)) {
+        log_refusal(pc.get(), match::Envelope{h.src, h.tag, h.seq}, verdict);
         return true;
     }
-    if (OPAL_UNLIKELY(a.more_ready)) {
+    if (OPAL_UNLIKELY(more_ready)) {
         drain_ready(pc.get(), h.src);
     }
     return true;

@@ -82,11 +82,34 @@ int send_req_free(ompi_request_t **rptr) noexcept {
     return OMPI_SUCCESS;
 }
 
+// What only requests with a convertor or retained objects need, out of the
+// way of the common return.
+[[gnu::cold, gnu::noinline]] void recv_request_drop(RecvRequest *r) noexcept {
+    mca_pml_base_request_t *b = &r->base.req_base;
+    release_refs(r->flags, b->req_comm, b->req_datatype);
+    if (r->flags & kConvReady) {
+        opal_convertor_cleanup(&b->req_convertor);
+    }
+}
+
+// recv_request_return's body, also inline in recv_req_free: the free after
+// MPI_Wait drops the last reference of nearly every receive.
+[[gnu::always_inline]] inline void recv_request_return_inl(RecvRequest *r) noexcept {
+    if (OPAL_UNLIKELY(r->flags & (kConvReady | kRetainedComm | kRetainedDt))) {
+        recv_request_drop(r);
+    }
+    r->flags = 0;
+    OMPI_REQUEST_FINI(&r->base.req_base.req_ompi);
+    opal_free_list_return(&g.recv_reqs, &r->base.req_base.req_ompi.super);
+}
+
 int recv_req_free(ompi_request_t **rptr) noexcept {
     auto *r = reinterpret_cast<RecvRequest *>(*rptr);
     r->base.req_base.req_free_called = true;
     *rptr = MPI_REQUEST_NULL;
-    recv_request_release(r);
+    if (add_fetch32(&r->refs, -1) == 0) {
+        recv_request_return_inl(r);
+    }
     return OMPI_SUCCESS;
 }
 
@@ -154,6 +177,10 @@ void send_request_complete(SendRequest *r) noexcept {
         ompi_request_complete(&b->req_ompi, true);
     }
     send_request_release(r);
+}
+
+void recv_request_return(RecvRequest *r) noexcept {
+    recv_request_return_inl(r);
 }
 
 Kept *kept_alloc_large(std::size_t bytes) noexcept {

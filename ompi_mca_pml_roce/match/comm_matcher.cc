@@ -165,7 +165,7 @@ inline void CommMatcher::admit(PeerState *p, const Envelope &envelope, void *pay
     a.message = Message{envelope.source, envelope.tag, envelope.seq, u->payload};
 }
 
-Arrival CommMatcher::arrive(const Envelope &envelope, KeepFn keep) noexcept {
+Arrival CommMatcher::arrive_general(const Envelope &envelope, KeepFn keep) noexcept {
     if (envelope.source < 0 || envelope.source >= size_) {
         return rejected(envelope, Verdict::kBadSource);
     }

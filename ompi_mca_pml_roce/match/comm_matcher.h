@@ -102,6 +102,9 @@ public:
     /// When `more_ready` is set the pml must call next_ready(source).
     /// O(1) expected; O(distance) once when a sender gets further ahead than
     /// ever before (the reorder ring grows).
+    /// Inline: the commonest arrival (in sequence, nothing held from its
+    /// sender, no wildcard receive that could be earlier, a receive posted
+    /// for exactly its (source, tag)) is matched without a call.
     Arrival arrive(const Envelope &envelope, KeepFn keep) noexcept;
 
     /// Admits the next held message of `source` if it is now in sequence:
@@ -118,7 +121,9 @@ public:
     /// receive is posted with `request` (non-null, opaque) and `handle`
     /// identifies it for cancel(). kBadSource for a source outside
     /// [-1, size); kNoMemory when a node cannot be allocated (nothing
-    /// changed). O(1) expected.
+    /// changed). O(1) expected. Inline: a (source, tag) receive whose
+    /// bucket exists and holds no unexpected message is posted without a
+    /// call.
     Posting post(int32_t source, int32_t tag, void *request) noexcept;
 
     /// As post(), but the request is made only if it is needed: when an
@@ -177,7 +182,16 @@ private:
     using Bucket = detail::Bucket;
     using PeerState = detail::PeerState;
 
-    // Helpers; the small ones are inline in comm_matcher_inl.h.
+    // The inline fast paths of arrive() and post(request)
+    // (comm_matcher_fast.h): nullptr / false, with nothing changed, when the
+    // case is not theirs; the general paths below then handle it.
+    void *match_posted(const Envelope &envelope) noexcept;
+    bool post_fast(int32_t source, int32_t tag, void *request, PostedHandle *handle) noexcept;
+    Arrival arrive_general(const Envelope &envelope, KeepFn keep) noexcept;
+    Posting post_general(int32_t source, int32_t tag, void *request) noexcept;
+
+    // Helpers; the small ones are inline in comm_matcher_fast.h (those on
+    // the inline fast paths) and comm_matcher_inl.h.
     PeerState *peer(int32_t source) noexcept; // creates on first use; nullptr: no memory
     PeerState *make_peer(int32_t source) noexcept;
     Bucket *bucket(int32_t source, int32_t tag) noexcept; // find or create; nullptr: no memory
@@ -246,3 +260,5 @@ util::Status explain(Verdict verdict, const Envelope &envelope, uint32_t context
                      int32_t comm_size);
 
 } // namespace roce::pml::match
+
+#include "match/comm_matcher_fast.h"

@@ -101,7 +101,7 @@ inline Posting CommMatcher::post_impl(int32_t source, int32_t tag, void *request
     return r;
 }
 
-Posting CommMatcher::post(int32_t source, int32_t tag, void *request) noexcept {
+Posting CommMatcher::post_general(int32_t source, int32_t tag, void *request) noexcept {
     return post_impl(source, tag, request, nullptr);
 }
 
