@@ -34,40 +34,46 @@ void StreamTable::free_stage(Entry &e) noexcept {
     }
 }
 
+Outcome StreamTable::create(const StreamKey &k, uint64_t msg_len, uint64_t offset,
+                            uint64_t len, bool stage, Map::iterator &it) noexcept {
+    if (closed(k)) {
+        return Outcome::kDuplicate;
+    }
+    if (msg_len == 0 || len == 0 || offset > msg_len || len > msg_len - offset) {
+        return Outcome::kOutOfRange;
+    }
+    if (stage && staged_ >= kMaxStaged) {
+        return Outcome::kNoMemory;
+    }
+    try {
+        it = map_.emplace(k, Entry{}).first;
+    } catch (...) {
+        return Outcome::kNoMemory;
+    }
+    Entry &e = it->second;
+    e.msg_len = msg_len;
+    e.acct.open(0, msg_len, nullptr);
+    if (stage) {
+        e.stage.reset(new (std::nothrow) uint8_t[msg_len]);
+        if (e.stage == nullptr) {
+            map_.erase(it);
+            return Outcome::kNoMemory;
+        }
+        staged_bytes_ += msg_len;
+    }
+    ++staged_; // until bind() gives it an owner
+    return Outcome::kAccepted;
+}
+
 StreamTable::Piece StreamTable::piece(const StreamKey &k, uint64_t msg_len, uint64_t offset,
                                       uint64_t len) noexcept {
     Piece p{Outcome::kAccepted, nullptr, nullptr, msg_len, 0};
     auto it = map_.find(k);
     if (it == map_.end()) {
-        if (closed(k)) {
-            p.outcome = Outcome::kDuplicate;
+        p.outcome = create(k, msg_len, offset, len, true, it);
+        if (p.outcome != Outcome::kAccepted) {
             return p;
         }
-        if (msg_len == 0 || len == 0 || offset > msg_len || len > msg_len - offset) {
-            p.outcome = Outcome::kOutOfRange;
-            return p;
-        }
-        if (staged_ >= kMaxStaged) {
-            p.outcome = Outcome::kNoMemory;
-            return p;
-        }
-        try {
-            it = map_.emplace(k, Entry{}).first;
-        } catch (...) {
-            p.outcome = Outcome::kNoMemory;
-            return p;
-        }
-        Entry &e = it->second;
-        e.msg_len = msg_len;
-        e.acct.open(0, msg_len, nullptr);
-        e.stage.reset(new (std::nothrow) uint8_t[msg_len]);
-        if (e.stage == nullptr) {
-            map_.erase(it);
-            p.outcome = Outcome::kNoMemory;
-            return p;
-        }
-        ++staged_;
-        staged_bytes_ += msg_len;
     }
     Entry &e = it->second;
     p.msg_len = e.msg_len;
@@ -108,23 +114,10 @@ StreamTable::Binding StreamTable::bind(const StreamKey &k, uint64_t msg_len, uin
     Binding b{Outcome::kAccepted, nullptr, {}};
     auto it = map_.find(k);
     if (it == map_.end()) {
-        if (closed(k)) {
-            b.outcome = Outcome::kDuplicate;
+        b.outcome = create(k, msg_len, 0, first, false, it);
+        if (b.outcome != Outcome::kAccepted) {
             return b;
         }
-        if (msg_len == 0 || first == 0 || first > msg_len) {
-            b.outcome = Outcome::kOutOfRange;
-            return b;
-        }
-        try {
-            it = map_.emplace(k, Entry{}).first;
-        } catch (...) {
-            b.outcome = Outcome::kNoMemory;
-            return b;
-        }
-        it->second.msg_len = msg_len;
-        it->second.acct.open(0, msg_len, nullptr);
-        ++staged_; // counted as staged until bound below
     }
     Entry &e = it->second;
     if (e.owner != nullptr) {

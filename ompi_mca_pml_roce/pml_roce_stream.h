@@ -117,11 +117,19 @@ private:
         std::unique_ptr<uint8_t[]> stage;
         void *owner = nullptr;
     };
+    using Map = std::unordered_map<StreamKey, Entry, Hash>;
+    /// A new entry for `k` whose first bytes are [offset, offset + len) of
+    /// a msg_len-byte message, with a staging buffer when `stage` (the cap
+    /// kMaxStaged applies then); counted staged until bind() binds it.
+    /// kDuplicate for a closed key, kOutOfRange for bytes outside the
+    /// message, kNoMemory.
+    Outcome create(const StreamKey &k, uint64_t msg_len, uint64_t offset, uint64_t len,
+                   bool stage, Map::iterator &it) noexcept;
     bool closed(const StreamKey &k) const noexcept;
     void close(const StreamKey &k) noexcept;
     void free_stage(Entry &e) noexcept;
 
-    std::unordered_map<StreamKey, Entry, Hash> map_;
+    Map map_;
     std::size_t staged_ = 0; ///< entries without an owner
     uint64_t staged_bytes_ = 0;
     std::vector<StreamKey> closed_; ///< ring of the last kClosedMemory closed keys
