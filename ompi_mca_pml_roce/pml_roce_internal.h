@@ -526,6 +526,16 @@ struct Pieces {
     Piece piece[4];
     int count = 0;
     std::size_t total = 0;
+    /// `n` bytes at `p` as one piece (no piece when n is 0).
+    static Pieces one(const uint8_t *p, std::size_t n) noexcept {
+        Pieces pc;
+        if (n > 0) {
+            pc.piece[0] = {p, n};
+            pc.count = 1;
+        }
+        pc.total = n;
+        return pc;
+    }
 };
 /// The bytes after `skip` header bytes of a btl descriptor (segment 0 holds
 /// the header, any later segments only data; more than 4 segments is refused).
@@ -596,6 +606,9 @@ inline void recv_request_release(RecvRequest *r) noexcept {
 // sending (pml_roce_send.cc, pml_roce_pipeline.cc)
 int send_start(SendRequest *r) noexcept;
 void send_schedule(SendRequest *r) noexcept;
+/// Prepares req_convertor for the user's buffer unless it is ready (kConvReady:
+/// done before, or a bsend copy's).
+void ensure_convertor(SendRequest *r) noexcept;
 void send_retry(SendRequest *r) noexcept; ///< from the pending queue
 /// Sends an ACK or FIN to `proc` (queued when no descriptor is free).
 void send_ctrl(ompi_proc_t *proc, wire::Kind kind, const void *hdr, std::size_t len) noexcept;

@@ -64,12 +64,6 @@ void schedule_once(SendRequest *r) noexcept {
     opal_convertor_t *conv = &r->base.req_base.req_convertor;
     const bool stream = (r->flags & kStream) != 0;
     const std::size_t hsize = stream ? sizeof(wire::StreamHdr) : sizeof(wire::FragHdr);
-    if (stream && !(r->flags & kConvReady)) {
-        mca_pml_base_request_t *b = &r->base.req_base;
-        opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor, &b->req_datatype->super,
-                                                 b->req_count, b->req_addr, 0, &b->req_convertor);
-        r->flags |= kConvReady;
-    }
     while (r->sched_off < r->sched_end && r->inflight < g.pipeline_depth) {
         mca_bml_base_btl_t *bml = mca_bml_base_btl_array_get_next(&r->ep->btl_send);
         mca_btl_base_module_t *btl = bml->btl;
@@ -263,12 +257,7 @@ void mca_pml_roce_cb_ack(mca_btl_base_module_t *, mca_btl_base_tag_t tag,
     r->dst_req = h.dst_req;
     r->sched_off = h.offset;
     r->sched_end = h.offset + h.size;
-    if (!(r->flags & kConvReady)) { // (a bsend copy has its convertor already)
-        mca_pml_base_request_t *b = &r->base.req_base;
-        opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor, &b->req_datatype->super,
-                                                 b->req_count, b->req_addr, 0, &b->req_convertor);
-        r->flags |= kConvReady;
-    }
+    ensure_convertor(r);
     r->proto = static_cast<uint8_t>(SendProto::kPipeline);
     send_schedule(r);
 }

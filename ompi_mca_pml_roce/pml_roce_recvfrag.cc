@@ -143,13 +143,7 @@ void deliver(RecvRequest *r, uint8_t kind, const void *hdr, const Pieces &data,
 }
 
 void deliver_kept(RecvRequest *r, Kept *k) noexcept {
-    Pieces p;
-    if (k->len > 0) {
-        p.piece[0] = {k->data, k->len};
-        p.count = 1;
-    }
-    p.total = k->len;
-    deliver(r, k->kind, &k->hdr, p, k->btl);
+    deliver(r, k->kind, &k->hdr, Pieces::one(k->data, k->len), k->btl);
     kept_free(k);
 }
 
@@ -354,13 +348,7 @@ inline bool fast_match(mca_btl_base_module_t *btl, const roce::compat::RecvDesc 
             copy_bytes(r->contig, data, n);
             recv_finish(r, h.src, h.tag, len, n);
         } else {
-            Pieces pcs;
-            if (len > 0) {
-                pcs.piece[0] = {data, len};
-                pcs.count = 1;
-            }
-            pcs.total = len;
-            deliver_match(r, h, pcs);
+            deliver_match(r, h, Pieces::one(data, len));
         }
     } else if (OPAL_UNLIKELY(kind == match::ArrivalKind::kRejected)) {
         log_refusal(pc.get(), match::Envelope{h.src, h.tag, h.seq}, verdict);

@@ -26,14 +26,6 @@ void unpack_clipped(RecvRequest *r, uint64_t offset, const Pieces &data, uint64_
     unpack(r, offset, data, static_cast<std::size_t>(len < room ? len : room));
 }
 
-void unpack_bytes(RecvRequest *r, uint64_t offset, const uint8_t *p, uint64_t len) noexcept {
-    Pieces one;
-    one.piece[0] = {p, static_cast<std::size_t>(len)};
-    one.count = 1;
-    one.total = static_cast<std::size_t>(len);
-    unpack_clipped(r, offset, one, len);
-}
-
 void finish(RecvRequest *r) noexcept {
     const ompi_status_public_t &st = r->base.req_base.req_ompi.req_status;
     recv_finish(r, st.MPI_SOURCE, st.MPI_TAG, r->msg_len,
@@ -65,7 +57,8 @@ void deliver_stream(RecvRequest *r, const wire::RndvHdr &h, const Pieces &data) 
         if (b.outcome == rndv::Outcome::kAccepted) {
             unpack_clipped(r, 0, data, data.total);
             for (const auto &rg : b.ranges) {
-                unpack_bytes(r, rg.first, b.stage + rg.first, rg.second - rg.first);
+                const uint64_t n = rg.second - rg.first;
+                unpack_clipped(r, rg.first, Pieces::one(b.stage + rg.first, n), n);
             }
             g.streams.drop_stage(key);
             done = g.streams.settle(key, &owner);

@@ -24,6 +24,17 @@
 #include "opal/runtime/opal_progress.h"
 
 namespace roce::pml {
+
+void ensure_convertor(SendRequest *r) noexcept {
+    mca_pml_base_request_t *b = &r->base.req_base;
+    if (r->flags & kConvReady) {
+        return;
+    }
+    opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor, &b->req_datatype->super,
+                                             b->req_count, b->req_addr, 0, &b->req_convertor);
+    r->flags |= kConvReady;
+}
+
 namespace {
 
 void noop_completion(mca_btl_base_module_t *, mca_btl_base_endpoint_t *,
@@ -92,16 +103,6 @@ inline Eager eager_contig(PmlComm *pc, mca_bml_base_endpoint_t *ep, const char *
     }
     btl->btl_free(btl, des);
     return Eager::kBusy;
-}
-
-void ensure_convertor(SendRequest *r) noexcept {
-    mca_pml_base_request_t *b = &r->base.req_base;
-    if (r->flags & kConvReady) {
-        return;
-    }
-    opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor, &b->req_datatype->super,
-                                             b->req_count, b->req_addr, 0, &b->req_convertor);
-    r->flags |= kConvReady;
 }
 
 // Packs `n` bytes from offset `off` of the message into dst.
@@ -269,31 +270,27 @@ bool send_header(SendRequest *r) noexcept {
     pack_at(r, 0, p + sizeof h, inl);
     des->des_cbfunc = noop_completion;
     if (stream) {
-        // No answer will come: the request stays ours, and the rest
-        // follows at once (the receiver keeps what arrives before the
-        // header matched).
         r->sched_off = inl;
         r->sched_end = r->total;
-        r->proto = static_cast<uint8_t>(SendProto::kPipeline);
-        if (mca_bml_base_send(bml, des, match_tag(wire::Kind::kRndv, ext)) < 0) {
-            btl->btl_free(btl, des);
-            r->proto = static_cast<uint8_t>(SendProto::kHeaderPending);
-            return false;
-        }
+    }
+    r->proto = static_cast<uint8_t>(stream ? SendProto::kPipeline : SendProto::kWaitAck);
+    if (mca_bml_base_send(bml, des, match_tag(wire::Kind::kRndv, ext)) < 0) {
+        btl->btl_free(btl, des);
+        r->proto = static_cast<uint8_t>(SendProto::kHeaderPending);
+        return false;
+    }
+    if (stream) {
+        // No answer will come: the request is still ours, and the rest
+        // follows at once (the receiver keeps what arrives before the
+        // header matched).
         if (r->sched_off == r->sched_end) {
             send_request_complete(r);
         } else {
+            ensure_convertor(r);
             send_schedule(r);
         }
-        return true;
     }
-    r->proto = static_cast<uint8_t>(SendProto::kWaitAck);
-    if (mca_bml_base_send(bml, des, match_tag(wire::Kind::kRndv, ext)) >= 0) {
-        return true;
-    }
-    btl->btl_free(btl, des);
-    r->proto = static_cast<uint8_t>(SendProto::kHeaderPending);
-    return false;
+    return true;
 }
 
 // Copies the data into the MPI_Buffer_attach buffer and completes the
