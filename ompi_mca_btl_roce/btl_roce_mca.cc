@@ -191,7 +191,7 @@ int register_params() noexcept {
             "LAG). Large RDMA transfers are striped over them; when one fails, its traffic "
             "moves to the others while it reconnects.",
             MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_4, &p.num_paths);
-        p.rdma_chunk = 256 * 1024;
+        p.rdma_chunk = 1024 * 1024;
         reg("rdma_chunk",
             "Bytes (4096..1073741824, a multiple of 4096) of the largest RDMA read or write "
             "posted as one work request: larger ones are cut into equal chunks of at most this "
@@ -199,7 +199,9 @@ int register_params() noexcept {
             "turns; smaller ones less data in flight per request and less to resend after a "
             "loss. Soft-RoCE (rxe) holds a read back while 128 PSNs are unacknowledged (one "
             "PSN per path-MTU packet), so its chunks follow each other rather than overlap "
-            "(docs/perf/wire.md).",
+            "(docs/perf/wire.md). The default, 1 MiB, reads a message of up to 1 MiB at once "
+            "on one path (as UCX does) and still cuts it into one chunk per path when it is "
+            "striped (btl_roce_rdma_stripe_min).",
             MCA_BASE_VAR_TYPE_INT, nullptr, OPAL_INFO_LVL_5, &p.rdma_chunk);
         p.rdma_chunks_per_path = 4;
         reg("rdma_chunks_per_path",

@@ -75,7 +75,7 @@ struct ModuleConfig {
     /// packet costs one chunk's retransmission. (A 64 MiB RDMA read as one
     /// request ran at about 1 MB/s between the soft-RoCE guests: its response
     /// overran the receiver and every gap restarted the read from there.)
-    size_t rdma_chunk = 256 * 1024;  ///< btl_roce_rdma_chunk
+    size_t rdma_chunk = 1024 * 1024;  ///< btl_roce_rdma_chunk
     uint32_t chunks_per_path = 4;    ///< btl_roce_rdma_chunks_per_path
     uint32_t seq_span = 8192;        ///< data fragments in flight per endpoint, at most
     /// btl_roce_bandwidth / btl_roce_latency were set by the user (to

@@ -63,7 +63,7 @@ inline util::Status retry_later() {
 struct DataPathConfig {
     uint32_t max_rdma_ops = 256;    ///< RDMA/atomic operations (and chunks) in flight
     size_t stripe_min = 256 * 1024; ///< RDMA at least this large is striped over the paths
-    size_t rdma_chunk = 256 * 1024; ///< reads/writes larger than this go in chunks
+    size_t rdma_chunk = 1024 * 1024; ///< reads/writes larger than this go in chunks
     uint32_t chunks_per_path = 4;   ///< chunks in flight on one path, at most
     uint32_t seq_span = 8192;       ///< data fragments in flight per endpoint, at most
 };
