@@ -24,9 +24,10 @@ transports
           the traffic goes through rxe) | pml ob1 + btl roce | pml ob1 + btl tcp
           (bond0) | pml ucx (the first UCX setting that passes a probe: rc_verbs+ud_verbs
           on rxe_bond0 with the bond's GID index, then the same with TCG-sized
-          timeouts, then tcp) | raw ibv_rc_pingpong (-e) between the same endpoints;
-          in two guests also pml roce with one setting changed (roce-chunk1m:
-          btl_roce_rdma_chunk 1 MiB; roce-eager64k: eager up to 64 KiB).
+          timeouts, then tcp) | raw ibv_rc_pingpong between the same endpoints, sleeping
+          on a completion channel (-e: raw-rc) and polling (raw-rc-spin); in two guests
+          also pml roce with one setting changed (roce-chunk256k: btl_roce_rdma_chunk
+          256 KiB, the default before 2026-12-03; roce-eager64k: eager up to 64 KiB).
   A transport that does not work at a place is probed once, recorded "n/a" with
   the reason, and skipped; it never stops the run.
 

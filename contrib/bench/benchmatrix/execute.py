@@ -221,11 +221,11 @@ class Place:
             return False, "no rxe_bond0 device"
         return True, ""
 
-    def raw_pingpong(self, size, iters, port, logname):
+    def raw_pingpong(self, t, size, iters, port, logname):
         """One ibv_rc_pingpong of `iters` round trips of `size` bytes: the server
         on node2 (node1 itself for one guest), the client here. Returns rc, out,
         err, secs of the client."""
-        opts = f"-d rxe_bond0 -g {self.gid} -p {port} -s {size} -n {iters} -e"
+        opts = " ".join([f"-d rxe_bond0 -g {self.gid} -p {port} -s {size} -n {iters}"] + t.args)
         srv = f"timeout -k 5 240 ibv_rc_pingpong {opts}"
         if self.place == "two":
             server = subprocess.Popen(["ssh", "node2", srv], stdout=subprocess.PIPE,
@@ -252,12 +252,13 @@ class Place:
             f.write(f"$ {srv}\n{sout}")
         return rc, out, err, secs
 
-    def run_raw(self, rep):
+    def run_raw(self, t, rep):
         """ibv_rc_pingpong server (node2, or node1 for one guest) and client."""
         rows, secs_all, reasons = [], 0.0, []
         for i, (size, iters) in enumerate(plan.raw_sizes(self.quick)):
-            rc, out, err, secs = self.raw_pingpong(size, iters, 18600 + rep * 10 + i,
-                                                   f"raw-rc.{size}.rep{rep}")
+            port = 18600 + rep * 10 + i + (5 if t.args else 0)
+            rc, out, err, secs = self.raw_pingpong(t, size, iters, port,
+                                                   f"{t.key}.{size}.rep{rep}")
             secs_all += secs
             m = re.search(r"=\s*([0-9.]+)\s*usec/iter", out + err)
             mb = re.search(r"=\s*([0-9.]+)\s*Mbit/sec", out + err)
@@ -267,7 +268,8 @@ class Place:
                     rows.append(("rc_pingpong_bw", size, "MB/s", float(mb.group(1)) / 8))
             else:
                 reasons.append(f"{size} B: " + reason_of(rc, out, err, False))
-        cmd = (f"server: ibv_rc_pingpong -d rxe_bond0 -g GID -s SIZE -n N -e; client: the same "
+        flags = "".join(" " + a for a in t.args)
+        cmd = (f"server: ibv_rc_pingpong -d rxe_bond0 -g GID -s SIZE -n N{flags}; client: the same "
                f"+ {'node2' if self.place == 'two' else '127.0.0.1'} (GID from "
                f"tests/vm/lib/gid-index = {self.gid})")
         status = "ok" if rows and not reasons else ("partial" if rows else "failed")
@@ -353,7 +355,7 @@ class Place:
                         continue
                     if t.kind == "raw":
                         st, secs, reason, rows, cmd = self._timed(
-                            t.key, rep, name, lambda: self.run_raw(rep))
+                            t.key, rep, name, lambda t=t: self.run_raw(t, rep))
                     else:
                         st, secs, reason, rows, cmd = self._timed(
                             t.key, rep, name, lambda t=t, b=b: self.run_mpi(t, b, rep))

@@ -17,7 +17,7 @@ PLACE_NAMES = {"host": "host (shared memory)", "one": "one guest (rxe loopback)"
 class Transport:
     key: str  # stable id used in CSV and ratios
     label: str
-    args: list = field(default_factory=list)  # mpirun arguments
+    args: list = field(default_factory=list)  # mpirun arguments (raw: ibv_rc_pingpong's)
     env: dict = field(default_factory=dict)  # forwarded with -x
     kind: str = "mpi"  # "mpi" or "raw" (ibv_rc_pingpong)
     note: str = ""
@@ -78,7 +78,10 @@ def transports(place, comp_dir):
                   path + ["--mca", "pml", "ob1", "--mca", "btl", tcpbtl,
                           "--mca", "btl_tcp_if_include", "bond0"]),
         Transport("ucx", "pml ucx", path + ["--mca", "pml", "ucx"]),
-        Transport("raw-rc", "ibv_rc_pingpong (raw RC verbs, -e)", kind="raw"),
+        Transport("raw-rc", "ibv_rc_pingpong (raw RC verbs, -e)", ["-e"], kind="raw"),
+        # The same without -e: it polls the CQ like an MPI stack does, instead
+        # of sleeping on a completion channel (docs/perf/misses.md).
+        Transport("raw-rc-spin", "ibv_rc_pingpong (raw RC verbs, polling)", [], kind="raw"),
     ] + (tuning_variants(path, netbtl) if place == "two" else [])
 
 
@@ -94,12 +97,12 @@ EAGER_64K = ["--mca", "btl_roce_max_send_size", "66560", "--mca", "btl_roce_eage
 def tuning_variants(path, netbtl):
     """pml roce with one setting changed, so that the defaults are chosen from
     figures of the same run (the headline of docs/perf.md, docs/perf/misses.md):
-    the RDMA chunk size at 1 MiB, and eager instead of an RDMA-read
-    rendezvous at 64 KiB."""
+    the RDMA chunk size at 1 MiB (against the 256 KiB default before
+    2026-12-03), and eager instead of the streamed rendezvous at 64 KiB."""
     base = path + ["--mca", "pml", "roce", "--mca", "btl", netbtl]
     return [
-        Transport("roce-chunk1m", "pml roce, btl_roce_rdma_chunk 1 MiB",
-                  base + ["--mca", "btl_roce_rdma_chunk", "1048576"]),
+        Transport("roce-chunk256k", "pml roce, btl_roce_rdma_chunk 256 KiB",
+                  base + ["--mca", "btl_roce_rdma_chunk", "262144"]),
         Transport("roce-eager64k", "pml roce, eager up to 64 KiB", base + EAGER_64K),
     ]
 

@@ -65,7 +65,7 @@ def _source(t, key):
     factor). An MPI round trip is twice the measured one-way latency;
     ibv_rc_pingpong measures its round trip itself."""
     b, size, metric, _hib, _label = plan.FIGURES[key]
-    if key == "rtt8" and t != "raw-rc":
+    if key == "rtt8" and not t.startswith("raw-rc"):
         return "latency", 8, "usec", 2
     return b, size, metric, 1
 
@@ -239,17 +239,19 @@ def headline(summary, tinfo, places):
                                        ("roce", "ucx", "lat64k", 1.0, False),
                                        ("roce", "ucx", "bw1m", 1.0, True),
                                        ("roce", "raw-rc", "rtt8", 1.3, False),
+                                       ("roce", "raw-rc-spin", "rtt8", None, False),
+                                       ("raw-rc-spin", "raw-rc", "rtt8", None, False),
                                        ("ob1-roce", "ucx", "lat8", None, False),
                                        ("ob1-roce", "ucx", "bw1m", None, True),
-                                       ("roce-chunk1m", "roce", "lat8", None, False),
-                                       ("roce-chunk1m", "roce", "bw1m", None, True),
-                                       ("roce-chunk1m", "ucx", "bw1m", None, True),
+                                       ("roce-chunk256k", "roce", "lat8", None, False),
+                                       ("roce-chunk256k", "roce", "bw1m", None, True),
+                                       ("roce-chunk256k", "ucx", "bw1m", None, True),
                                        ("roce-eager64k", "roce", "lat64k", None, False),
                                        ("roce-eager64k", "ucx", "lat64k", None, False)):
             add("two", a, b, key, target, hib,
                 what=(f"{a} / {b}, {plan.FIGURES[key][4]}: the same code (the chunk only "
                       f"matters from 256 KiB), so this is the noise of the place"
-                      if (a, key) == ("roce-chunk1m", "lat8") else None))
+                      if (a, key) == ("roce-chunk256k", "lat8") else None))
     return rows
 
 
@@ -321,9 +323,11 @@ def perf_md(summary, runs, tinfo, env, places, plots_made, meta):
       "twice the measured one-way latency; `ibv_rc_pingpong` reports its round trip directly.")
     w("")
     w("Targets are those of issue 18, set for pml roce; the same ratios for ob1 + btl "
-      "roce show where our btl alone stands, and the `roce-chunk1m` and `roce-eager64k` rows "
-      "(pml roce with one setting changed: the RDMA chunk, eager up to 64 KiB) what a tuning "
-      "would gain. A 64 KiB round trip is twice the 64 KiB latency, so their ratios are the "
+      "roce show where our btl alone stands, and the `roce-chunk256k` and `roce-eager64k` rows "
+      "(pml roce with one setting changed: the RDMA chunk 256 KiB, the default before "
+      "2026-12-03; eager up to 64 KiB) what another setting would give. `raw-rc` is "
+      "`ibv_rc_pingpong -e` (it sleeps on a completion channel), `raw-rc-spin` the same "
+      "polling its CQ as MPI stacks do. A 64 KiB round trip is twice the 64 KiB latency, so their ratios are the "
       "same. Packets on the wire per message: `docs/perf/wire.md` (`contrib/bench/wire-counts`). "
       "Each missed target, with the profile that says where the time goes: "
       "`docs/perf/misses.md`.")

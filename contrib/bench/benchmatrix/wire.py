@@ -195,7 +195,7 @@ def inner(a):
                 _, start = raw_boundary(size, 0)
                 res = []
                 for ph, iters in ((0, n), (1, 2 * n)):
-                    rc, o, e, _secs = place.raw_pingpong(size, iters, 18700 + i * 2 + ph,
+                    rc, o, e, _secs = place.raw_pingpong(t, size, iters, 18700 + i * 2 + ph,
                                                          f"raw-rc.{size}.{iters}")
                     end, nxt = raw_boundary(size, ph + 1)
                     res.append((rc, o, e))
