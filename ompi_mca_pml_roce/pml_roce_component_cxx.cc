@@ -104,6 +104,11 @@ int mca_pml_roce_component_register_params(void) {
             "limit (0 never, 1 the sender's, 2 the receiver's, 3 both); the data must still "
             "arrive, through the send pipeline.",
             MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &p.test_fail_registration);
+        p.test_fail_rdma = 0;
+        reg("test_fail_rdma",
+            "Testing only: make RDMA fail (0 never, 1 a split RGET's sender cannot put, 2 "
+            "every get fails to start, 3 both); the data must still arrive, in fragments.",
+            MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &p.test_fail_rdma);
         p.test_ext_delay = 0;
         reg("test_ext_delay",
             "Testing only (Open MPI 5.0): processes with an even rank in MPI_COMM_WORLD progress "
@@ -188,6 +193,7 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
         roce::pml::g.eager_limit = opts->eager_limit;
         roce::pml::g.use_rdma = p.use_rdma ? 1 : 0;
         roce::pml::g.fail_registration = p.test_fail_registration & 3;
+        roce::pml::g.fail_rdma = p.test_fail_rdma & 3;
         roce::pml::g.ext_delay_ms = p.test_ext_delay;
         if (mca_bml_base_init(progress_threads, mpi_threads) != OMPI_SUCCESS) {
             roce::pml::report("no btl", "error: the bml (r2) could not be initialised; no BTL "

@@ -517,6 +517,7 @@ struct Pml {
     bool enabled = false;
     std::size_t eager_limit = 0; ///< pml_roce_eager_limit
     int fail_registration = 0;   ///< pml_roce_test_fail_registration (tests only)
+    int fail_rdma = 0;           ///< pml_roce_test_fail_rdma (tests only): 1 puts, 2 gets
     int ext_delay_ms = 0;        ///< pml_roce_test_ext_delay (tests only)
     int use_rdma = 1;            ///< pml_roce_use_rdma
     std::size_t rget_limit = 0;  ///< pml_roce_rget_limit

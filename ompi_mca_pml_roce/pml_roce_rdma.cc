@@ -75,9 +75,11 @@ void issue_gets(GetOp *op) noexcept {
         uint64_t off = op->issued;
         uint64_t size = op->length - off < op->chunk ? op->length - off : op->chunk;
         add_fetch32(&op->refs, 1);
-        int rc = mca_bml_base_get(bml, base + off, op->remote_addr + off, op->local,
-                                  op->handle_len > 0 ? remote : nullptr, size, 0,
-                                  MCA_BTL_NO_ORDER, get_done, op);
+        int rc = OPAL_UNLIKELY(g.fail_rdma & 2)
+                     ? OPAL_ERROR // pml_roce_test_fail_rdma
+                     : mca_bml_base_get(bml, base + off, op->remote_addr + off, op->local,
+                                        op->handle_len > 0 ? remote : nullptr, size, 0,
+                                        MCA_BTL_NO_ORDER, get_done, op);
         if (rc == OPAL_ERR_OUT_OF_RESOURCE || rc == OPAL_ERR_TEMP_OUT_OF_RESOURCE) {
             add_fetch32(&op->refs, -1);
             pending_add(&g.pending_gets, &op->super.super);

@@ -88,6 +88,9 @@ void put_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, void *, mca_bt
 // the btl to put with.
 const char *put_refusal(SendRequest *r, const wire::PutHdr &h, mca_bml_base_btl_t **bml) noexcept {
     *bml = nullptr;
+    if (g.fail_rdma & 1) {
+        return "pml_roce_test_fail_rdma";
+    }
     if (r->rdma_bml == nullptr) {
         return "the send has no RDMA btl";
     }
