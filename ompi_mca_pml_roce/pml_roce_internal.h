@@ -376,10 +376,11 @@ struct RecvRequest {
     /// Split RGET (pml_roce_split.cc): the range the sender puts, [k, want),
     /// brought by its PUT-FIN or by FRAGs (under the id lock).
     rndv::FragAccount put_frags;
-    uint64_t want;  ///< split: bytes the receive takes (message clipped to the buffer)
+    uint64_t want;          ///< split: bytes the receive takes (message clipped to the buffer)
     volatile int32_t parts; ///< split: parts not done yet (the gets' [0, k), the put's [k, want))
     mca_bml_base_btl_t *split_bml; ///< split: btl of split_reg
-    mca_btl_base_registration_handle_t *split_reg; ///< split: the buffer's registration (nullptr: none)
+    mca_btl_base_registration_handle_t
+        *split_reg; ///< split: the buffer's registration (nullptr: none)
     bool split;     ///< this message was split
     volatile int32_t refs;
     uint8_t flags;
@@ -427,13 +428,13 @@ struct PutOp {
     opal_free_list_item_t super;
     SendRequest *req;
     mca_bml_base_btl_t *bml;
-    ompi_proc_t *proc;   ///< the receiver
-    uint64_t dst_req;    ///< the receiver's id of the range (PUT-FIN, fallback FRAGs)
-    uint64_t offset;     ///< first byte of the range in the message
-    uint64_t size;       ///< bytes of the range
-    uint64_t remote_addr; ///< the receiver's byte `offset`
-    uint64_t chunk;      ///< bytes per btl_put
-    uint64_t issued;     ///< bytes of the range for which a put was started
+    ompi_proc_t *proc;       ///< the receiver
+    uint64_t dst_req;        ///< the receiver's id of the range (PUT-FIN, fallback FRAGs)
+    uint64_t offset;         ///< first byte of the range in the message
+    uint64_t size;           ///< bytes of the range
+    uint64_t remote_addr;    ///< the receiver's byte `offset`
+    uint64_t chunk;          ///< bytes per btl_put
+    uint64_t issued;         ///< bytes of the range for which a put was started
     volatile int32_t refs;   ///< puts in flight + 1 while issuing
     volatile int32_t failed; ///< a put failed: send the range in FRAGs
     uint16_t handle_len;
@@ -472,7 +473,8 @@ OBJ_CLASS_DECLARATION(mca_pml_roce_putop_t);
 inline rndv::SendView send_view(const void *request) noexcept {
     auto *r = static_cast<SendRequest *>(const_cast<void *>(request));
     // Every RGET may be split: a sender that cannot put sends the range in FRAGs.
-    return {static_cast<SendProto>(r->proto), r->total, r->rdma_bml != nullptr ? &r->split : nullptr};
+    return {static_cast<SendProto>(r->proto), r->total,
+            r->rdma_bml != nullptr ? &r->split : nullptr};
 }
 
 /// Counters shown by pml_dump and, at pml_roce_verbose >= 10, at finalize

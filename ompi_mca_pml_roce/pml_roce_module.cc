@@ -408,14 +408,15 @@ int mca_pml_roce_enable(bool enable) noexcept {
     OBJ_CONSTRUCT(&g.pending_ctrl, opal_list_t);
     OBJ_CONSTRUCT(&g.empty_convertor, opal_convertor_t);
     g.kept_large_bytes = largest_fragment();
-    bool ok = init_list(&g.send_reqs, sizeof(SendRequest), OBJ_CLASS(mca_pml_roce_send_request_t)) &&
-              init_list(&g.recv_reqs, sizeof(RecvRequest), OBJ_CLASS(mca_pml_roce_recv_request_t)) &&
-              init_list(&g.kept_small, sizeof(Kept) + kKeptSmall, OBJ_CLASS(mca_pml_roce_kept_t)) &&
-              init_list(&g.kept_large, sizeof(Kept) + g.kept_large_bytes,
-                        OBJ_CLASS(mca_pml_roce_kept_t)) &&
-              init_list(&g.getops, sizeof(GetOp), OBJ_CLASS(mca_pml_roce_getop_t)) &&
-              init_list(&g.putops, sizeof(PutOp), OBJ_CLASS(mca_pml_roce_putop_t)) &&
-              init_list(&g.ctrls, sizeof(Ctrl), OBJ_CLASS(mca_pml_roce_ctrl_t));
+    bool ok =
+        init_list(&g.send_reqs, sizeof(SendRequest), OBJ_CLASS(mca_pml_roce_send_request_t)) &&
+        init_list(&g.recv_reqs, sizeof(RecvRequest), OBJ_CLASS(mca_pml_roce_recv_request_t)) &&
+        init_list(&g.kept_small, sizeof(Kept) + kKeptSmall, OBJ_CLASS(mca_pml_roce_kept_t)) &&
+        init_list(&g.kept_large, sizeof(Kept) + g.kept_large_bytes,
+                  OBJ_CLASS(mca_pml_roce_kept_t)) &&
+        init_list(&g.getops, sizeof(GetOp), OBJ_CLASS(mca_pml_roce_getop_t)) &&
+        init_list(&g.putops, sizeof(PutOp), OBJ_CLASS(mca_pml_roce_putop_t)) &&
+        init_list(&g.ctrls, sizeof(Ctrl), OBJ_CLASS(mca_pml_roce_ctrl_t));
     g.early = new (std::nothrow) match::EarlyArrivals();
     g.excids = new (std::nothrow) excid::ExcIdTable();
     if (!ok || g.early == nullptr || g.excids == nullptr) {

@@ -152,7 +152,8 @@ SendRequest *claim(uint64_t id, const char *what, bool fin, uint64_t offset, uin
     uint64_t total = 0;
     {
         Guard guard(&g.ids_lock);
-        c = fin ? g.send_ids.claim_fin(id, size, split) : g.send_ids.claim_ack(id, offset, size, split);
+        c = fin ? g.send_ids.claim_fin(id, size, split)
+                : g.send_ids.claim_ack(id, offset, size, split);
         if (c.request != nullptr) {
             total = static_cast<SendRequest *>(c.request)->total;
         }

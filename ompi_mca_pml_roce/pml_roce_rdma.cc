@@ -155,9 +155,9 @@ void rget_start(RecvRequest *r, const wire::RgetHdr &h, const uint8_t *handle,
     if (why == nullptr && bml->btl->btl_register_mem != nullptr &&
         (k > 0 || length > bml->btl->btl_get_local_registration_threshold)) {
         if (!(g.fail_registration & 2)) {
-            local = bml->btl->btl_register_mem(
-                bml->btl, bml->btl_endpoint, r->contig, length,
-                MCA_BTL_REG_FLAG_LOCAL_WRITE | (k > 0 ? MCA_BTL_REG_FLAG_REMOTE_WRITE : 0));
+            local = bml->btl->btl_register_mem(bml->btl, bml->btl_endpoint, r->contig, length,
+                                               MCA_BTL_REG_FLAG_LOCAL_WRITE |
+                                                   (k > 0 ? MCA_BTL_REG_FLAG_REMOTE_WRITE : 0));
         }
         if (local == nullptr) {
             ++g.counters.reg_failures;

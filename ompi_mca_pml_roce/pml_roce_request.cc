@@ -61,7 +61,9 @@ void kept_ctor(Kept *k) {
 
 void getop_ctor(GetOp *op) { op->req = nullptr; }
 void ctrl_ctor(Ctrl *c) { c->proc = nullptr; }
-void putop_ctor(PutOp *op) { op->req = nullptr; }
+void putop_ctor(PutOp *op) {
+    op->req = nullptr;
+}
 
 } // namespace
 } // namespace roce::pml

@@ -199,7 +199,8 @@ AnswerTable::Claim AnswerTable::split_answer(uint64_t id, void *r, const SendVie
     return c;
 }
 
-AnswerTable::Claim AnswerTable::claim_ack(uint64_t id, uint64_t offset, uint64_t size, bool split) noexcept {
+AnswerTable::Claim AnswerTable::claim_ack(uint64_t id, uint64_t offset, uint64_t size,
+                                          bool split) noexcept {
     HandleTable::Lookup l = ids_.lookup(id);
     if (l.state != HandleTable::State::kLive) {
         return {not_live(l.state), nullptr};

@@ -18,8 +18,8 @@ namespace {
 // Splits are rounded to this (a cache line): each side copies whole lines.
 constexpr uint64_t kSplitAlign = 64;
 
-void put_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, void *, mca_btl_base_registration_handle_t *,
-              void *, void *cbdata, int status);
+void put_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, void *,
+              mca_btl_base_registration_handle_t *, void *, void *cbdata, int status);
 
 // The put of op's range finished (every put completed, or one failed):
 // PUT-FIN and one part done, or the range in FRAGs.
@@ -32,7 +32,8 @@ void putop_finish(PutOp *op) noexcept {
     if (failed) {
         count(&g.counters.split_fallbacks);
         opal_output_verbose(10, output(),
-                            "pml roce [%s]: a put of %" PRIu64 " bytes to %s failed; sending them in fragments",
+                            "pml roce [%s]: a put of %" PRIu64
+                            " bytes to %s failed; sending them in fragments",
                             host_name(), size, OPAL_NAME_PRINT(proc->super.proc_name));
         send_split_range(r, dst, off, off + size);
         return;
@@ -58,9 +59,9 @@ void issue_puts(PutOp *op) noexcept {
         uint64_t at = op->issued;
         uint64_t n = op->size - at < op->chunk ? op->size - at : op->chunk;
         add_fetch32(&op->refs, 1);
-        int rc = mca_bml_base_put(op->bml, const_cast<char *>(r->contig) + op->offset + at, op->remote_addr + at,
-                                  r->reg, op->handle_len > 0 ? remote : nullptr, n, 0, MCA_BTL_NO_ORDER,
-                                  put_done, op);
+        int rc = mca_bml_base_put(
+            op->bml, const_cast<char *>(r->contig) + op->offset + at, op->remote_addr + at, r->reg,
+            op->handle_len > 0 ? remote : nullptr, n, 0, MCA_BTL_NO_ORDER, put_done, op);
         if (rc == OPAL_ERR_OUT_OF_RESOURCE || rc == OPAL_ERR_TEMP_OUT_OF_RESOURCE) {
             add_fetch32(&op->refs, -1);
             pending_add(&g.pending_puts, &op->super.super);
@@ -75,8 +76,8 @@ void issue_puts(PutOp *op) noexcept {
     putop_drop(op); // the issuer's reference
 }
 
-void put_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, void *, mca_btl_base_registration_handle_t *,
-              void *, void *cbdata, int status) {
+void put_done(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, void *,
+              mca_btl_base_registration_handle_t *, void *, void *cbdata, int status) {
     auto *op = static_cast<PutOp *>(cbdata);
     if (status != OPAL_SUCCESS) {
         __atomic_store_n(&op->failed, 1, __ATOMIC_RELEASE);
@@ -112,11 +113,13 @@ const char *put_refusal(SendRequest *r, const wire::PutHdr &h, mca_bml_base_btl_
 }
 
 // Counts and reports (rate limited) a refused PUT or PUT-FIN.
-void refuse_split(const char *what, uint64_t id, uint64_t offset, uint64_t size, rndv::Outcome why) noexcept {
+void refuse_split(const char *what, uint64_t id, uint64_t offset, uint64_t size,
+                  rndv::Outcome why) noexcept {
     if (should_log(&g.counters.bad_split)) {
         report("refused message",
-               "error: refused a %s for request id 0x%016" PRIx64 " naming bytes [%" PRIu64 ", %" PRIu64
-               "): %s; %" PRIu64 " PUT/PUT-FIN refused so far, only the first 16 and then one in 4096 are shown",
+               "error: refused a %s for request id 0x%016" PRIx64 " naming bytes [%" PRIu64
+               ", %" PRIu64 "): %s; %" PRIu64
+               " PUT/PUT-FIN refused so far, only the first 16 and then one in 4096 are shown",
                what, id, offset, offset + size, rndv::outcome_name(why), g.counters.bad_split);
     }
 }
@@ -124,7 +127,8 @@ void refuse_split(const char *what, uint64_t id, uint64_t offset, uint64_t size,
 // Reads a control header of type H from des (segment 0, nothing after it
 // but `extra` bytes, which go to `rest`).
 template <typename H, typename Decode>
-wire::Defect decode_ctrl(const roce::compat::RecvDesc *des, H &h, Pieces &rest, Decode decode) noexcept {
+wire::Defect decode_ctrl(const roce::compat::RecvDesc *des, H &h, Pieces &rest,
+                         Decode decode) noexcept {
     if (des->des_segment_count < 1) {
         return wire::Defect::kShort;
     }
@@ -142,8 +146,8 @@ uint64_t split_point(const RecvRequest *r, const mca_bml_base_btl_t *bml, uint64
         return 0;
     }
     const mca_btl_base_module_t *btl = bml->btl;
-    if (btl->btl_exclusivity < MCA_BTL_EXCLUSIVITY_HIGH - 1 || !(btl->btl_flags & MCA_BTL_FLAGS_PUT) ||
-        btl->btl_put == nullptr) {
+    if (btl->btl_exclusivity < MCA_BTL_EXCLUSIVITY_HIGH - 1 ||
+        !(btl->btl_flags & MCA_BTL_FLAGS_PUT) || btl->btl_put == nullptr) {
         return 0;
     }
     // The receiver's half starts at its buffer's first byte; end it on a
@@ -168,9 +172,11 @@ void split_start(RecvRequest *r, ompi_proc_t *proc, mca_bml_base_btl_t *bml,
         fatal("out of memory registering a receive for its put");
     }
     count(&g.counters.splits);
-    const uint16_t hlen = reg != nullptr ? static_cast<uint16_t>(bml->btl->btl_registration_handle_size) : 0;
+    const uint16_t hlen =
+        reg != nullptr ? static_cast<uint16_t>(bml->btl->btl_registration_handle_size) : 0;
     alignas(8) uint8_t buf[sizeof(wire::PutHdr) + wire::kMaxHandle];
-    wire::PutHdr h = wire::make_put(src_req, put_id, k, r->want - k, reinterpret_cast<uint64_t>(r->contig), hlen);
+    wire::PutHdr h = wire::make_put(src_req, put_id, k, r->want - k,
+                                    reinterpret_cast<uint64_t>(r->contig), hlen);
     std::memcpy(buf, &h, sizeof h);
     if (hlen > 0) {
         std::memcpy(buf + sizeof h, reg, hlen);
@@ -244,7 +250,9 @@ void send_split_range_done(SendRequest *r) noexcept {
     send_request_release(r);
 }
 
-void putop_resume(PutOp *op) noexcept { issue_puts(op); }
+void putop_resume(PutOp *op) noexcept {
+    issue_puts(op);
+}
 
 } // namespace roce::pml
 
@@ -253,7 +261,8 @@ using namespace roce::pml;
 extern "C" {
 
 // The sender: a split RGET's receiver asks for [offset, offset + size).
-void mca_pml_roce_cb_put(mca_btl_base_module_t *, mca_btl_base_tag_t tag, const roce::compat::RecvDesc *des) {
+void mca_pml_roce_cb_put(mca_btl_base_module_t *, mca_btl_base_tag_t tag,
+                         const roce::compat::RecvDesc *des) {
     wire::PutHdr h;
     Pieces handle;
     wire::Defect d = decode_ctrl(des, h, handle, wire::decode_put);
@@ -281,7 +290,8 @@ void mca_pml_roce_cb_put(mca_btl_base_module_t *, mca_btl_base_tag_t tag, const 
     if (op == nullptr) {
         count(&g.counters.split_fallbacks);
         opal_output_verbose(10, output(),
-                            "pml roce [%s]: cannot put %" PRIu64 " bytes to %s: %s; sending them in fragments",
+                            "pml roce [%s]: cannot put %" PRIu64
+                            " bytes to %s: %s; sending them in fragments",
                             host_name(), h.size, OPAL_NAME_PRINT(proc->super.proc_name),
                             why != nullptr ? why : "out of memory");
         send_split_range(r, h.dst_req, h.offset, h.offset + h.size);
@@ -294,7 +304,9 @@ void mca_pml_roce_cb_put(mca_btl_base_module_t *, mca_btl_base_tag_t tag, const 
     op->offset = h.offset;
     op->size = h.size;
     op->remote_addr = h.dst_addr + h.offset;
-    op->chunk = bml->btl->btl_put_limit > 0 && bml->btl->btl_put_limit < h.size ? bml->btl->btl_put_limit : h.size;
+    op->chunk = bml->btl->btl_put_limit > 0 && bml->btl->btl_put_limit < h.size
+                    ? bml->btl->btl_put_limit
+                    : h.size;
     op->issued = 0;
     op->failed = 0;
     op->refs = 1;
@@ -304,7 +316,8 @@ void mca_pml_roce_cb_put(mca_btl_base_module_t *, mca_btl_base_tag_t tag, const 
 }
 
 // The receiver: the sender's put of the range its PUT named completed.
-void mca_pml_roce_cb_put_fin(mca_btl_base_module_t *, mca_btl_base_tag_t tag, const roce::compat::RecvDesc *des) {
+void mca_pml_roce_cb_put_fin(mca_btl_base_module_t *, mca_btl_base_tag_t tag,
+                             const roce::compat::RecvDesc *des) {
     wire::PutFinHdr h;
     Pieces rest;
     wire::Defect d = decode_ctrl(des, h, rest, wire::decode_put_fin);

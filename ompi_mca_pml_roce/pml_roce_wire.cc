@@ -15,8 +15,10 @@ const char *kind_name(uint8_t kind) noexcept {
     case 6: return "FIN";
     case 7: return "EXT";
     case 8: return "STREAM";
-    case 9: return "PUT";
-    case 10: return "PUT-FIN";
+    case 9:
+        return "PUT";
+    case 10:
+        return "PUT-FIN";
     default: return "?";
     }
 }
@@ -224,8 +226,8 @@ Defect decode_put(const void *p, std::size_t n, std::size_t payload, PutHdr &out
     if (out.src_req == 0 || out.dst_req == 0) {
         return Defect::kRequest;
     }
-    if (out.offset == 0 || out.size == 0 || out.offset > kMaxLength || out.size > kMaxLength - out.offset ||
-        out.dst_addr > UINT64_MAX - (out.offset + out.size)) {
+    if (out.offset == 0 || out.size == 0 || out.offset > kMaxLength ||
+        out.size > kMaxLength - out.offset || out.dst_addr > UINT64_MAX - (out.offset + out.size)) {
         return Defect::kOffset;
     }
     if (out.handle_len > kMaxHandle || payload != out.handle_len) {

@@ -39,8 +39,11 @@ enum class Kind : uint8_t {
     kFin = 6,   ///< receiver finished its RDMA get: the sender may complete
     kExt = 7,   ///< extended communicator id (Open MPI 5.0): ExtHdr, then a MATCH/RNDV/RGET or nothing
     kStream = 8, ///< a piece of a streamed message (RNDV with kRndvStream): sent without waiting for an ACK
-    kPut = 9,    ///< split RGET: the receiver asks the sender to put [offset, offset + size) into it
-    kPutFin = 10, ///< split RGET: the sender's put of that range completed
+
+    /// split RGET: the receiver asks the sender to put [offset, offset + size) into its buffer
+    kPut = 9,
+    /// split RGET: the sender's put of that range completed
+    kPutFin = 10,
 };
 inline constexpr uint8_t kFirstKind = 1;
 inline constexpr uint8_t kLastKind = 10;

@@ -257,7 +257,8 @@ TEST_CASE("pml rndv: a split RGET's PUT and FIN are each accepted once, in eithe
     CHECK(a.split == kSplitPut);
     CHECK(t.live() == 2); // the FIN is still to come
     CHECK(t.claim_put(ida, 1 << 19, 1 << 19).outcome == Outcome::kDuplicate); // a second PUT
-    CHECK(t.claim_fin(ida, 1 << 19).outcome == Outcome::kWrongState); // a FIN that does not say split
+    CHECK(t.claim_fin(ida, 1 << 19).outcome ==
+          Outcome::kWrongState); // a FIN that does not say split
     c = t.claim_fin(ida, 1 << 19, true);
     CHECK(c.outcome == Outcome::kAccepted);
     CHECK_FALSE(c.first_split);
@@ -861,6 +862,83 @@ private:
     std::vector<Unpack> unpacking_;
     std::size_t open_recvs_ = 0, peak_open_ = 0, open_sends_ = 0, peak_sends_ = 0;
 };
+
+
+// Split RGETs: random orders, copies and forgeries of PUT, split FIN,
+// split ACK and plain answers against AnswerTable, checked after every
+// message: each send accepts at most one PUT and one answer, owes its put
+// exactly once (first_split), and its id closes exactly when both came.
+TEST_CASE("pml rndv: split answers in random order, copied and forged", "[pml][rndv][split][fuzz]") {
+    const uint64_t master = env_u64("ROCE_PML_FUZZ_SEED", 20261203);
+    const uint64_t runs = env_u64("ROCE_PML_FUZZ_RUNS", 1500);
+    uint64_t accepted = 0, refused = 0;
+    for (uint64_t run = 0; run < runs; ++run) {
+        Rng rng(master ^ (run << 24) ^ 0x5117);
+        AnswerTable t(view_of);
+        const std::size_t n = 1 + rng.below(16);
+        std::vector<FakeSend> sends(n);
+        std::vector<uint64_t> ids(n);
+        std::vector<int> puts(n, 0), answers(n, 0), owed(n, 0);
+        for (std::size_t i = 0; i < n; ++i) {
+            sends[i] = FakeSend{SendPhase::kWaitFin, 128 + rng.below(1 << 20), rng.chance(90)};
+            ids[i] = t.open(&sends[i]);
+            REQUIRE(ids[i] != 0);
+        }
+        for (int step = 0; step < 64; ++step) {
+            const std::size_t i = rng.below(n);
+            FakeSend &s = sends[i];
+            const uint64_t k = rng.chance(80) ? 1 + rng.below(s.total - 1) : rng.below(s.total + 2);
+            const uint64_t size = rng.chance(80) ? s.total - std::min(k, s.total) : rng.next();
+            // A forged id: the slot of send i with a generation not issued yet.
+            const uint64_t id = rng.chance(90) ? ids[i] : ids[i] + ((1 + rng.below(3)) << 32);
+            AnswerTable::Claim c{};
+            const int what = static_cast<int>(rng.below(4));
+            switch (what) {
+            case 0: c = t.claim_put(id, k, size); break;
+            case 1: c = t.claim_fin(id, k, true); break;
+            case 2: c = t.claim_ack(id, rng.below(k + 1), k, true); break;
+            default: c = t.claim_fin(id, k, false); break;
+            }
+            if (c.outcome != Outcome::kAccepted) {
+                ++refused;
+                continue;
+            }
+            ++accepted;
+            REQUIRE(c.request == &s); // only the id's own send
+            REQUIRE(id == ids[i]);
+            if (what == 0) {
+                ++puts[i];
+                CHECK(k > 0);
+                CHECK(size > 0);
+                CHECK(k + size <= s.total);
+            } else {
+                ++answers[i];
+            }
+            owed[i] += c.first_split ? 1 : 0;
+            CHECK(puts[i] <= 1);
+            CHECK(answers[i] <= 1);
+            if (what == 3) {
+                CHECK(puts[i] == 0); // a plain answer only to a send nobody split
+                CHECK(s.split == 0);
+            } else {
+                CHECK(s.can_split);
+                CHECK(owed[i] == 1);
+            }
+        }
+        std::size_t open = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            const bool closed = answers[i] == 1 && (puts[i] == 1 || sends[i].split == 0);
+            open += closed ? 0 : 1;
+            if (closed) { // every later copy is a duplicate and changes nothing
+                CHECK(t.claim_put(ids[i], 1, 1).outcome == Outcome::kDuplicate);
+                CHECK(t.claim_fin(ids[i], 0, true).outcome == Outcome::kDuplicate);
+            }
+        }
+        CHECK(t.live() == open);
+    }
+    CHECK(accepted > runs); // both outcomes occur, or the test proves nothing
+    CHECK(refused > runs);
+}
 
 } // namespace
 

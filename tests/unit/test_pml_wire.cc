@@ -78,8 +78,10 @@ std::size_t header_size(Kind k) {
     case Kind::kFin: return sizeof(FinHdr);
     case Kind::kExt: return sizeof(ExtHdr);
     case Kind::kStream: return sizeof(StreamHdr);
-    case Kind::kPut: return sizeof(PutHdr);
-    case Kind::kPutFin: return sizeof(PutFinHdr);
+    case Kind::kPut:
+        return sizeof(PutHdr);
+    case Kind::kPutFin:
+        return sizeof(PutFinHdr);
     }
     return 0;
 }
@@ -172,7 +174,8 @@ TEST_CASE("pml wire: round trips", "[pml][wire]") {
     CHECK(fs2.common.flags == kFinSplit);
     CHECK(fs2.size == 524288);
 
-    PutHdr p = make_put(0x200000003ULL, 0x400000005ULL, 524288, 524288, 0x7f0000001000ULL, 24), p2{};
+    PutHdr p = make_put(0x200000003ULL, 0x400000005ULL, 524288, 524288, 0x7f0000001000ULL, 24),
+           p2{};
     v = bytes_of(p, 24);
     REQUIRE(decode_put(v.data(), v.size(), 24, p2) == Defect::kNone);
     CHECK(p2.src_req == 0x200000003ULL);
@@ -391,7 +394,8 @@ static void check_invariants(Kind kind, const std::vector<uint8_t> &v) {
     CHECK(c.kind == static_cast<uint8_t>(kind));
     CHECK(c.version == kVersion);
     CHECK((c.flags == 0 || (kind == Kind::kRndv && c.flags == kRndvStream) ||
-           (kind == Kind::kFin && c.flags == kFinSplit) || (kind == Kind::kAck && c.flags == kAckSplit)));
+           (kind == Kind::kFin && c.flags == kFinSplit) ||
+           (kind == Kind::kAck && c.flags == kAckSplit)));
     CHECK(c.reserved == 0);
     if (kind == Kind::kMatch || kind == Kind::kRndv || kind == Kind::kRget) {
         MatchHdr m;
@@ -498,11 +502,13 @@ static std::vector<uint8_t> valid_random(Kind kind, std::mt19937_64 &rng) {
         return bytes_of(make_rget(1, 2, src, tag, 1 + u(1 << 30), 1 + u(99), u(~0ull), hl), hl);
     }
     case Kind::kAck:
-        return bytes_of(u(1) ? make_ack(1 + u(99), 1 + u(99), u(kMaxLength), u(kMaxLength))
-                             : make_ack_split(1 + u(99), 1 + u(99), u(kMaxLength), 1 + u(kMaxLength - 1)));
+        return bytes_of(
+            u(1) ? make_ack(1 + u(99), 1 + u(99), u(kMaxLength), u(kMaxLength))
+                 : make_ack_split(1 + u(99), 1 + u(99), u(kMaxLength), 1 + u(kMaxLength - 1)));
     case Kind::kFrag: return bytes_of(make_frag(1 + u(99), u(kMaxLength)), 1 + u(64));
     case Kind::kFin:
-        return bytes_of(u(1) ? make_fin(1 + u(99), u(kMaxLength)) : make_fin_split(1 + u(99), u(kMaxLength)));
+        return bytes_of(u(1) ? make_fin(1 + u(99), u(kMaxLength))
+                             : make_fin_split(1 + u(99), u(kMaxLength)));
     case Kind::kPut: {
         auto hl = static_cast<uint16_t>(u(kMaxHandle));
         uint64_t off = 1 + u(kMaxLength - 1);
@@ -523,9 +529,9 @@ TEST_CASE("pml wire: randomized fuzz (random bytes, mutated and truncated header
     std::mt19937_64 rng(20261130);
     std::size_t accepted = 0, rejected = 0;
     for (int iter = 0; iter < 200000; ++iter) {
-        static const Kind kKinds[] = {Kind::kMatch, Kind::kRndv,   Kind::kRget, Kind::kAck,
-                                      Kind::kFrag,  Kind::kFin,    Kind::kStream, Kind::kPut,
-                                      Kind::kPutFin};
+        static const Kind kKinds[] = {Kind::kMatch,  Kind::kRndv, Kind::kRget,
+                                      Kind::kAck,    Kind::kFrag, Kind::kFin,
+                                      Kind::kStream, Kind::kPut,  Kind::kPutFin};
         Kind kind = kKinds[iter % 9];
         std::vector<uint8_t> v;
         int how = static_cast<int>(rng() % 4);
