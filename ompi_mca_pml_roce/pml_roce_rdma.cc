@@ -151,7 +151,8 @@ void rget_start(RecvRequest *r, const wire::RgetHdr &h, const uint8_t *handle,
     const char *why = rget_refusal(r, h, bml);
     // Split (pml_roce_split.cc): the sender puts [k, length) while we get
     // [0, k). Not with ourselves (btl self): one process copies either way.
-    const uint64_t k = why == nullptr && proc != ompi_proc_local() ? split_point(r, bml, length) : 0;
+    const uint64_t k =
+        why == nullptr && proc != ompi_proc_local() ? split_point(r, bml, length) : 0;
     mca_btl_base_registration_handle_t *local = nullptr;
     if (why == nullptr && bml->btl->btl_register_mem != nullptr &&
         (k > 0 || length > bml->btl->btl_get_local_registration_threshold)) {
