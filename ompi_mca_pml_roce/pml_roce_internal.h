@@ -361,6 +361,9 @@ struct SendRequest {
     /// fallback) waits in next_* until it is done (under g.ids_lock).
     bool pipe_busy;
     uint64_t next_dst, next_off, next_end; ///< the waiting range (next_end 0: none)
+    /// Its RGET header went out and it is not complete: counted in
+    /// g.rget_out until send_request_complete().
+    bool rget_out;
 };
 typedef SendRequest mca_pml_roce_send_request_t;
 
@@ -558,6 +561,10 @@ struct Pml {
     opal_list_t pending_ctrl;  ///< Ctrl waiting for descriptors
     volatile int32_t pending_count = 0;
     int32_t bsend_inflight = 0; ///< buffered sends holding space in the attached buffer
+    /// RGET sends of this process not complete yet (SendRequest::rget_out).
+    /// While there are any, received RGETs are not split (split_point): in
+    /// an exchange both processes are receivers and their cores already copy.
+    volatile int32_t rget_out = 0;
 
     opal_convertor_t empty_convertor; ///< passed to btl_sendi with payload 0
     Counters counters;

@@ -178,6 +178,10 @@ void send_request_complete(SendRequest *r) noexcept {
         r->flags &= static_cast<uint8_t>(~kBsendBuf);
         __atomic_sub_fetch(&g.bsend_inflight, 1, __ATOMIC_ACQ_REL);
     }
+    if (r->rget_out) {
+        r->rget_out = false;
+        add_fetch32(&g.rget_out, -1);
+    }
     r->proto = static_cast<uint8_t>(SendProto::kIdle);
     b->req_pml_complete = true;
     // A buffered send was MPI-complete as soon as its data was copied.

@@ -236,10 +236,16 @@ bool send_header(SendRequest *r) noexcept {
         }
         des->des_cbfunc = noop_completion;
         r->proto = static_cast<uint8_t>(SendProto::kWaitFin);
+        // Counted before the send: its answer may complete r before
+        // btl_send returns.
+        r->rget_out = true;
+        add_fetch32(&g.rget_out, 1);
         if (mca_bml_base_send(bml, des, match_tag(wire::Kind::kRget, ext)) >= 0) {
             return true;
         }
         btl->btl_free(btl, des);
+        r->rget_out = false;
+        add_fetch32(&g.rget_out, -1);
         r->proto = static_cast<uint8_t>(SendProto::kHeaderPending);
         return false;
     }
@@ -514,6 +520,7 @@ inline SendRequest *make_send(const void *buf, size_t count, ompi_datatype_t *dt
     r->reg = nullptr;
     r->rdma_bml = nullptr;
     r->split = 0;
+    r->rget_out = false;
     r->proto = static_cast<uint8_t>(SendProto::kIdle);
     const char *start;
     if (layout_of(dt, count, buf, &start, &r->total)) {
