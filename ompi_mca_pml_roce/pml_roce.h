@@ -27,7 +27,9 @@ typedef struct mca_pml_roce_params_t {
     size_t rget_limit;         /* pml_roce_rget_limit */
     int pipeline_depth;        /* pml_roce_pipeline_depth */
     size_t stream_limit;       /* pml_roce_stream_limit */
+    size_t split_min;          /* pml_roce_split_min */
     int test_fail_registration; /* pml_roce_test_fail_registration (tests only) */
+    int test_fail_rdma;         /* pml_roce_test_fail_rdma (tests only) */
     int test_ext_delay;        /* pml_roce_test_ext_delay (tests only, Open MPI 5.0) */
 } mca_pml_roce_params_t;
 

@@ -86,6 +86,13 @@ int mca_pml_roce_component_register_params(void) {
             "shared-memory BTLs (self, vader: their single-copy RDMA is cheaper) and Open MPI "
             "5.0 messages by extended communicator id never stream.",
             MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &p.stream_limit);
+        p.split_min = static_cast<size_t>(roce::pml::kDefaultSplitMin);
+        reg("split_min",
+            "RDMA-get rendezvous messages of at least this many bytes (0 off, else "
+            "128..2^62) over a shared-memory BTL that offers both get and put (vader with "
+            "CMA or XPMEM) are split: the receiver gets the first half while the sender puts "
+            "the second, so both cores copy. Contiguous receives only.",
+            MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &p.split_min);
         p.pipeline_depth = static_cast<int>(roce::pml::kDefaultPipelineDepth);
         reg("pipeline_depth",
             "Fragments in flight per message in the send pipeline (1..1024); each is at most "
@@ -97,6 +104,11 @@ int mca_pml_roce_component_register_params(void) {
             "limit (0 never, 1 the sender's, 2 the receiver's, 3 both); the data must still "
             "arrive, through the send pipeline.",
             MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &p.test_fail_registration);
+        p.test_fail_rdma = 0;
+        reg("test_fail_rdma",
+            "Testing only: make RDMA fail (0 never, 1 a split RGET's sender cannot put, 2 "
+            "every get fails to start, 3 both); the data must still arrive, in fragments.",
+            MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &p.test_fail_rdma);
         p.test_ext_delay = 0;
         reg("test_ext_delay",
             "Testing only (Open MPI 5.0): processes with an even rank in MPI_COMM_WORLD progress "
@@ -166,13 +178,22 @@ mca_pml_base_module_t *mca_pml_roce_component_init_cxx(int *priority, bool progr
                                           ss.message().c_str());
             return nullptr;
         }
+        roce::util::Status sps = roce::pml::check_split_min(static_cast<int64_t>(
+            p.split_min > static_cast<size_t>(INT64_MAX) ? INT64_MAX : p.split_min));
+        if (!sps) {
+            roce::pml::report_before_exit("error: %s; pml roce cannot run with this value",
+                                          sps.message().c_str());
+            return nullptr;
+        }
         *priority = opts->priority;
+        roce::pml::g.split_min = p.split_min;
         roce::pml::g.stream_limit = p.stream_limit;
         roce::pml::g.rget_limit = p.rget_limit;
         roce::pml::g.pipeline_depth = p.pipeline_depth;
         roce::pml::g.eager_limit = opts->eager_limit;
         roce::pml::g.use_rdma = p.use_rdma ? 1 : 0;
         roce::pml::g.fail_registration = p.test_fail_registration & 3;
+        roce::pml::g.fail_rdma = p.test_fail_rdma & 3;
         roce::pml::g.ext_delay_ms = p.test_ext_delay;
         if (mca_bml_base_init(progress_threads, mpi_threads) != OMPI_SUCCESS) {
             roce::pml::report("no btl", "error: the bml (r2) could not be initialised; no BTL "

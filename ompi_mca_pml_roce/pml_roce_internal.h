@@ -350,6 +350,20 @@ struct SendRequest {
     uint8_t flags;
     volatile uint8_t proto; ///< SendProto
     bool queued;            ///< on g.pending_sends (under g.pending_lock)
+    /// Split RGET (pml_roce_split.cc): rndv::SplitBits the receiver's PUT
+    /// and FIN set (under g.ids_lock); 0: not split.
+    uint8_t split;
+    /// Split: parts still owed before the send completes: the receiver's
+    /// answer (FIN, or the FRAGs its ACK asked for) and, once a PUT or a
+    /// split FIN came, the put (or the FRAGs that replace it).
+    volatile int32_t parts;
+    /// Split: a FRAG range is being sent; a second one (the other part's
+    /// fallback) waits in next_* until it is done (under g.ids_lock).
+    bool pipe_busy;
+    uint64_t next_dst, next_off, next_end; ///< the waiting range (next_end 0: none)
+    /// Its RGET header went out and it is not complete: counted in
+    /// g.rget_out until send_request_complete().
+    bool rget_out;
 };
 typedef SendRequest mca_pml_roce_send_request_t;
 
@@ -362,6 +376,15 @@ struct RecvRequest {
     uint64_t id;       ///< id in g.recv_ids while FRAGs are expected
     uint64_t msg_len;  ///< length the sender announced
     rndv::FragAccount frags; ///< which FRAG bytes arrived (under the id lock)
+    /// Split RGET (pml_roce_split.cc): the range the sender puts, [k, want),
+    /// brought by its PUT-FIN or by FRAGs (under the id lock).
+    rndv::FragAccount put_frags;
+    uint64_t want;          ///< split: bytes the receive takes (message clipped to the buffer)
+    volatile int32_t parts; ///< split: parts not done yet (the gets' [0, k), the put's [k, want))
+    mca_bml_base_btl_t *split_bml; ///< split: btl of split_reg
+    mca_btl_base_registration_handle_t
+        *split_reg; ///< split: the buffer's registration (nullptr: none)
+    bool split;     ///< this message was split
     volatile int32_t refs;
     uint8_t flags;
     opal_mutex_t unpack_lock; ///< non-contiguous FRAG unpacks share the convertor
@@ -403,16 +426,37 @@ struct GetOp {
 };
 typedef GetOp mca_pml_roce_getop_t;
 
-/// An ACK or FIN to send when a descriptor is available.
+/// The sender's state of the put a split RGET's PUT asked for.
+struct PutOp {
+    opal_free_list_item_t super;
+    SendRequest *req;
+    mca_bml_base_btl_t *bml;
+    ompi_proc_t *proc;       ///< the receiver
+    uint64_t dst_req;        ///< the receiver's id of the range (PUT-FIN, fallback FRAGs)
+    uint64_t offset;         ///< first byte of the range in the message
+    uint64_t size;           ///< bytes of the range
+    uint64_t remote_addr;    ///< the receiver's byte `offset`
+    uint64_t chunk;          ///< bytes per btl_put
+    uint64_t issued;         ///< bytes of the range for which a put was started
+    volatile int32_t refs;   ///< puts in flight + 1 while issuing
+    volatile int32_t failed; ///< a put failed: send the range in FRAGs
+    uint16_t handle_len;
+    alignas(8) uint8_t remote_handle[wire::kMaxHandle];
+};
+typedef PutOp mca_pml_roce_putop_t;
+
+/// A control message (ACK, FIN, PUT with its handle, PUT-FIN, EXT answer)
+/// to send when a descriptor is available.
 struct Ctrl {
     opal_free_list_item_t super;
     ompi_proc_t *proc;
     uint8_t tag;
-    uint8_t len;
+    uint16_t len;
     union {
         wire::AckHdr ack;
         wire::FinHdr fin;
         wire::ExtHdr ext; ///< an answer to a message by extended id
+        uint8_t bytes[sizeof(wire::PutHdr) + wire::kMaxHandle]; ///< a PUT and its handle
     } hdr;
 };
 typedef Ctrl mca_pml_roce_ctrl_t;
@@ -423,14 +467,17 @@ OBJ_CLASS_DECLARATION(mca_pml_roce_recv_request_t);
 OBJ_CLASS_DECLARATION(mca_pml_roce_kept_t);
 OBJ_CLASS_DECLARATION(mca_pml_roce_getop_t);
 OBJ_CLASS_DECLARATION(mca_pml_roce_ctrl_t);
+OBJ_CLASS_DECLARATION(mca_pml_roce_putop_t);
 }
 
 // ------------------------------------------------------------- the pml ----
 
 /// The phase and length of a SendRequest, for g.send_ids' answer checks.
 inline rndv::SendView send_view(const void *request) noexcept {
-    const auto *r = static_cast<const SendRequest *>(request);
-    return {static_cast<SendProto>(r->proto), r->total};
+    auto *r = static_cast<SendRequest *>(const_cast<void *>(request));
+    // Every RGET may be split: a sender that cannot put sends the range in FRAGs.
+    return {static_cast<SendProto>(r->proto), r->total,
+            r->rdma_bml != nullptr ? &r->split : nullptr};
 }
 
 /// Counters shown by pml_dump and, at pml_roce_verbose >= 10, at finalize
@@ -442,6 +489,10 @@ struct Counters {
     /// receive yet; STREAM fragments refused (not counted in bad_frags).
     uint64_t streams = 0, stream_staged = 0, bad_streams = 0;
     uint64_t rget_fallbacks = 0, reg_failures = 0, pending_retries = 0;
+    /// Split RGETs: receives that split one (pml_roce_split_min), PUTs a
+    /// sender answered with FRAGs instead of a put, and PUT / PUT-FIN
+    /// messages refused (unknown id, second one, wrong range or state).
+    uint64_t splits = 0, split_fallbacks = 0, bad_split = 0;
     uint64_t bad_headers = 0, bad_ids = 0, early = 0;
     /// Extended ids (5.0): match-type messages sent with an EXT header,
     /// answers sent, messages by extended id that arrived before their
@@ -471,11 +522,13 @@ struct Pml {
     bool enabled = false;
     std::size_t eager_limit = 0; ///< pml_roce_eager_limit
     int fail_registration = 0;   ///< pml_roce_test_fail_registration (tests only)
+    int fail_rdma = 0;           ///< pml_roce_test_fail_rdma (tests only): 1 puts, 2 gets
     int ext_delay_ms = 0;        ///< pml_roce_test_ext_delay (tests only)
     int use_rdma = 1;            ///< pml_roce_use_rdma
     std::size_t rget_limit = 0;  ///< pml_roce_rget_limit
     int32_t pipeline_depth = 8;  ///< pml_roce_pipeline_depth: FRAGs in flight per send
     std::size_t stream_limit = 0; ///< pml_roce_stream_limit
+    std::size_t split_min = 0;    ///< pml_roce_split_min (0: never split an RGET)
     volatile uint64_t stream_next = 0; ///< last id given to a streamed send (never 0)
 
     opal_free_list_t send_reqs;
@@ -484,6 +537,7 @@ struct Pml {
     opal_free_list_t kept_large;
     std::size_t kept_large_bytes = 0; ///< data bytes a kept_large item holds
     opal_free_list_t getops;
+    opal_free_list_t putops;
     opal_free_list_t ctrls;
 
     CommTable comms;
@@ -503,9 +557,14 @@ struct Pml {
     opal_mutex_t pending_lock;
     opal_list_t pending_sends; ///< SendRequest waiting for descriptors
     opal_list_t pending_gets;  ///< GetOp waiting to issue more gets
+    opal_list_t pending_puts;  ///< PutOp waiting to issue more puts
     opal_list_t pending_ctrl;  ///< Ctrl waiting for descriptors
     volatile int32_t pending_count = 0;
     int32_t bsend_inflight = 0; ///< buffered sends holding space in the attached buffer
+    /// RGET sends of this process not complete yet (SendRequest::rget_out).
+    /// While there are any, received RGETs are not split (split_point): in
+    /// an exchange both processes are receivers and their cores already copy.
+    volatile int32_t rget_out = 0;
 
     opal_convertor_t empty_convertor; ///< passed to btl_sendi with payload 0
     Counters counters;
@@ -649,6 +708,30 @@ void deliver_stream(RecvRequest *r, const wire::RndvHdr &h, const Pieces &data) 
 void rget_start(RecvRequest *r, const wire::RgetHdr &h, const uint8_t *handle,
                 mca_btl_base_module_t *btl) noexcept;
 void getop_resume(GetOp *op) noexcept;
+
+// split RGET (pml_roce_split.cc)
+/// The first byte a receive of `want` bytes gets itself when it splits an
+/// RGET over `bml` (the sender puts the rest); 0: no split (pml_roce_split_min
+/// off or not reached, not a shared-memory btl, no put).
+uint64_t split_point(const RecvRequest *r, const mca_bml_base_btl_t *bml, uint64_t want) noexcept;
+/// Splits: opens the put range [k, want) and sends the PUT (with the
+/// registration of the buffer `reg`, or none) to the sender `proc`; the
+/// caller then gets [0, k).
+void split_start(RecvRequest *r, ompi_proc_t *proc, mca_bml_base_btl_t *bml,
+                 mca_btl_base_registration_handle_t *reg, uint64_t src_req, uint64_t k) noexcept;
+/// One part of a split receive is done (the gets, their FRAGs, or the
+/// put's range); the last one completes the receive.
+void recv_part_done(RecvRequest *r) noexcept;
+/// One part of a split send is done (the answer, or the put); the last
+/// one completes the send.
+void send_part_done(SendRequest *r) noexcept;
+/// Split send: sends [off, end) in FRAGs naming dst_req, after the range
+/// being sent if any; the range's end is one part done.
+void send_split_range(SendRequest *r, uint64_t dst_req, uint64_t off, uint64_t end) noexcept;
+/// Split send: FRAG range finished (all sent and completed): the next
+/// waiting range starts, and one part is done.
+void send_split_range_done(SendRequest *r) noexcept;
+void putop_resume(PutOp *op) noexcept;
 /// Receiver fallback: ask the sender for [offset, end) in FRAGs.
 void recv_ask_frags(RecvRequest *r, ompi_proc_t *proc, uint64_t src_req, uint64_t offset) noexcept;
 
@@ -725,6 +808,10 @@ void mca_pml_roce_cb_ext(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
                          const roce::compat::RecvDesc *des);
 void mca_pml_roce_cb_stream(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
                             const roce::compat::RecvDesc *des);
+void mca_pml_roce_cb_put(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
+                         const roce::compat::RecvDesc *des);
+void mca_pml_roce_cb_put_fin(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
+                             const roce::compat::RecvDesc *des);
 }
 
 /// The eager payload a btl can carry in one fragment after `hdr` bytes.

@@ -99,6 +99,12 @@ void log_counters(const char *when) noexcept {
                             "communicator",
                             host_name(), when, c.ext_sent, c.ext_answers, c.ext_early);
     }
+    if (c.splits + c.split_fallbacks + c.bad_split != 0) {
+        opal_output_verbose(10, output(),
+                            "pml roce [%s]: %s: split RGET: %" PRIu64 " receives split, %" PRIu64
+                            " puts replaced by fragments, %" PRIu64 " PUT/PUT-FIN refused",
+                            host_name(), when, c.splits, c.split_fallbacks, c.bad_split);
+    }
 }
 
 bool CommTable::publish(uint32_t ctx, PmlComm *pc) noexcept {
@@ -241,6 +247,14 @@ int process_pending() noexcept {
         getop_resume(op);
         ++done;
     }
+    for (std::size_t n = pending_size(&g.pending_puts); n > 0; --n) {
+        auto *op = reinterpret_cast<PutOp *>(pending_pop(&g.pending_puts, false));
+        if (op == nullptr) {
+            break;
+        }
+        putop_resume(op);
+        ++done;
+    }
     for (std::size_t n = pending_size(&g.pending_sends); n > 0; --n) {
         auto *r = reinterpret_cast<SendRequest *>(pending_pop(&g.pending_sends, true));
         if (r == nullptr) {
@@ -281,6 +295,8 @@ int register_callbacks() noexcept {
         {wire::Kind::kFin, roce::compat::recv_cb<mca_pml_roce_cb_fin>},
         {wire::Kind::kExt, roce::compat::recv_cb<mca_pml_roce_cb_ext>},
         {wire::Kind::kStream, roce::compat::recv_cb<mca_pml_roce_cb_stream>},
+        {wire::Kind::kPut, roce::compat::recv_cb<mca_pml_roce_cb_put>},
+        {wire::Kind::kPutFin, roce::compat::recv_cb<mca_pml_roce_cb_put_fin>},
     };
     for (auto &c : cbs) {
         int rc = mca_bml.bml_register(wire::tag_of(c.kind), c.fn, nullptr);
@@ -388,16 +404,19 @@ int mca_pml_roce_enable(bool enable) noexcept {
     OBJ_CONSTRUCT(&g.pending_lock, opal_mutex_t);
     OBJ_CONSTRUCT(&g.pending_sends, opal_list_t);
     OBJ_CONSTRUCT(&g.pending_gets, opal_list_t);
+    OBJ_CONSTRUCT(&g.pending_puts, opal_list_t);
     OBJ_CONSTRUCT(&g.pending_ctrl, opal_list_t);
     OBJ_CONSTRUCT(&g.empty_convertor, opal_convertor_t);
     g.kept_large_bytes = largest_fragment();
-    bool ok = init_list(&g.send_reqs, sizeof(SendRequest), OBJ_CLASS(mca_pml_roce_send_request_t)) &&
-              init_list(&g.recv_reqs, sizeof(RecvRequest), OBJ_CLASS(mca_pml_roce_recv_request_t)) &&
-              init_list(&g.kept_small, sizeof(Kept) + kKeptSmall, OBJ_CLASS(mca_pml_roce_kept_t)) &&
-              init_list(&g.kept_large, sizeof(Kept) + g.kept_large_bytes,
-                        OBJ_CLASS(mca_pml_roce_kept_t)) &&
-              init_list(&g.getops, sizeof(GetOp), OBJ_CLASS(mca_pml_roce_getop_t)) &&
-              init_list(&g.ctrls, sizeof(Ctrl), OBJ_CLASS(mca_pml_roce_ctrl_t));
+    bool ok =
+        init_list(&g.send_reqs, sizeof(SendRequest), OBJ_CLASS(mca_pml_roce_send_request_t)) &&
+        init_list(&g.recv_reqs, sizeof(RecvRequest), OBJ_CLASS(mca_pml_roce_recv_request_t)) &&
+        init_list(&g.kept_small, sizeof(Kept) + kKeptSmall, OBJ_CLASS(mca_pml_roce_kept_t)) &&
+        init_list(&g.kept_large, sizeof(Kept) + g.kept_large_bytes,
+                  OBJ_CLASS(mca_pml_roce_kept_t)) &&
+        init_list(&g.getops, sizeof(GetOp), OBJ_CLASS(mca_pml_roce_getop_t)) &&
+        init_list(&g.putops, sizeof(PutOp), OBJ_CLASS(mca_pml_roce_putop_t)) &&
+        init_list(&g.ctrls, sizeof(Ctrl), OBJ_CLASS(mca_pml_roce_ctrl_t));
     g.early = new (std::nothrow) match::EarlyArrivals();
     g.excids = new (std::nothrow) excid::ExcIdTable();
     if (!ok || g.early == nullptr || g.excids == nullptr) {
@@ -631,9 +650,11 @@ void pml_teardown() noexcept {
     OBJ_DESTRUCT(&g.kept_small);
     OBJ_DESTRUCT(&g.kept_large);
     OBJ_DESTRUCT(&g.getops);
+    OBJ_DESTRUCT(&g.putops);
     OBJ_DESTRUCT(&g.ctrls);
     OBJ_DESTRUCT(&g.pending_sends);
     OBJ_DESTRUCT(&g.pending_gets);
+    OBJ_DESTRUCT(&g.pending_puts);
     OBJ_DESTRUCT(&g.pending_ctrl);
     OBJ_DESTRUCT(&g.empty_convertor);
     OBJ_DESTRUCT(&g.pending_lock);

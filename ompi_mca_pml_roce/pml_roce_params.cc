@@ -37,6 +37,14 @@ util::Status check_rendezvous_options(int64_t pipeline_depth, int64_t rget_limit
                              "0..4611686018427387904 (bytes)");
 }
 
+util::Status check_split_min(int64_t split_min) {
+    if (split_min == 0) {
+        return util::Status::ok();
+    }
+    return util::check_range("pml_roce_split_min", split_min, 128, kMaxSplitMin,
+                             "0 (off) or 128..4611686018427387904 (bytes)");
+}
+
 util::Status check_stream_limit(int64_t stream_limit) {
     return util::check_range("pml_roce_stream_limit", stream_limit, 0, kMaxStreamLimit,
                              "0..1048576 (bytes)");

@@ -37,6 +37,14 @@ util::Status check_rendezvous_options(int64_t pipeline_depth, int64_t rget_limit
 /// Checks pml_roce_stream_limit: 0..kMaxStreamLimit.
 util::Status check_stream_limit(int64_t stream_limit);
 
+/// pml_roce_split_min: default (bytes; issue 18: measured in
+/// docs/mca-params.md) and largest value (the wire's length limit).
+inline constexpr int64_t kDefaultSplitMin = 256 * 1024;
+inline constexpr int64_t kMaxSplitMin = int64_t{1} << 62;
+/// Checks pml_roce_split_min: 0 (off) or 128..kMaxSplitMin (a split
+/// needs two parts of at least a 64-byte line each).
+util::Status check_split_min(int64_t split_min);
+
 /// Validated pml settings.
 struct PmlOptions {
     size_t eager_limit = static_cast<size_t>(kDefaultEagerLimit);

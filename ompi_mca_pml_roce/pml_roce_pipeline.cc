@@ -130,7 +130,11 @@ void frag_sent(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *, mca_btl_ba
     // this was the last one in flight: done. Exactly one callback sees it.
     if (add_fetch32(&r->inflight, -1) == 0 &&
         __atomic_load_n(&r->sched_off, __ATOMIC_ACQUIRE) == r->sched_end) {
-        send_request_complete(r);
+        if (r->split != 0) {
+            send_split_range_done(r); // one part of a split send (pml_roce_split.cc)
+        } else {
+            send_request_complete(r);
+        }
     } else {
         send_schedule(r);
     }
@@ -142,15 +146,20 @@ void frag_sent(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *, mca_btl_ba
 // requests not waiting for this answer and ranges outside the message are
 // refused with a rate-limited error; otherwise the id is closed and the
 // request returned.
-SendRequest *claim(uint64_t id, const char *what, bool fin, uint64_t offset,
-                   uint64_t size) noexcept {
+SendRequest *claim(uint64_t id, const char *what, bool fin, uint64_t offset, uint64_t size,
+                   bool split) noexcept {
     rndv::AnswerTable::Claim c;
     uint64_t total = 0;
     {
         Guard guard(&g.ids_lock);
-        c = fin ? g.send_ids.claim_fin(id, size) : g.send_ids.claim_ack(id, offset, size);
+        c = fin ? g.send_ids.claim_fin(id, size, split)
+                : g.send_ids.claim_ack(id, offset, size, split);
         if (c.request != nullptr) {
             total = static_cast<SendRequest *>(c.request)->total;
+        }
+        if (c.outcome == rndv::Outcome::kAccepted && c.first_split) {
+            // A split answer before the PUT: the put is owed all the same.
+            add_fetch32(&static_cast<SendRequest *>(c.request)->parts, 1);
         }
     }
     switch (c.outcome) {
@@ -207,7 +216,7 @@ void send_ctrl(ompi_proc_t *proc, wire::Kind kind, const void *hdr, std::size_t 
     }
     c->proc = proc;
     c->tag = tag;
-    c->len = static_cast<uint8_t>(len);
+    c->len = static_cast<uint16_t>(len);
     std::memcpy(&c->hdr, hdr, len);
     pending_add(&g.pending_ctrl, &c->super.super);
 }
@@ -241,12 +250,19 @@ void mca_pml_roce_cb_ack(mca_btl_base_module_t *, mca_btl_base_tag_t tag,
         reject_header(tag, des, d);
         return;
     }
-    SendRequest *r = claim(h.src_req, "ACK", false, h.offset, h.size);
+    const bool split = h.common.flags == wire::kAckSplit;
+    SendRequest *r = claim(h.src_req, "ACK", false, h.offset, h.size, split);
     if (r == nullptr) {
         return;
     }
     if (static_cast<SendProto>(r->proto) == SendProto::kWaitFin) {
         ++g.counters.rget_fallbacks; // the receiver could not get the data
+    }
+    if (split) {
+        // The rest of the receiver's own part, next to the put (which may
+        // still use the registration): the answer part ends with it.
+        send_split_range(r, h.dst_req, h.offset, h.offset + h.size);
+        return;
     }
     release_registration(r);
     if (h.size == 0) {
@@ -277,8 +293,13 @@ void mca_pml_roce_cb_fin(mca_btl_base_module_t *, mca_btl_base_tag_t tag,
         reject_header(tag, des, d);
         return;
     }
-    SendRequest *r = claim(h.src_req, "FIN", true, 0, h.size);
+    const bool split = h.common.flags == wire::kFinSplit;
+    SendRequest *r = claim(h.src_req, "FIN", true, 0, h.size, split);
     if (r == nullptr) {
+        return;
+    }
+    if (split) {
+        send_part_done(r); // the put (pml_roce_split.cc) is the other part
         return;
     }
     release_registration(r);

@@ -37,6 +37,13 @@ void getop_finish(GetOp *op) noexcept {
         recv_ask_frags(r, proc, src_req, failed);
         return;
     }
+    if (r->split) {
+        // [0, k) is here; the sender's put brings the rest.
+        wire::FinHdr fin = wire::make_fin_split(src_req, length);
+        send_ctrl(proc, wire::Kind::kFin, &fin, sizeof fin);
+        recv_part_done(r);
+        return;
+    }
     wire::FinHdr fin = wire::make_fin(src_req, length);
     send_ctrl(proc, wire::Kind::kFin, &fin, sizeof fin);
     const ompi_status_public_t &st = r->base.req_base.req_ompi.req_status;
@@ -68,9 +75,11 @@ void issue_gets(GetOp *op) noexcept {
         uint64_t off = op->issued;
         uint64_t size = op->length - off < op->chunk ? op->length - off : op->chunk;
         add_fetch32(&op->refs, 1);
-        int rc = mca_bml_base_get(bml, base + off, op->remote_addr + off, op->local,
-                                  op->handle_len > 0 ? remote : nullptr, size, 0,
-                                  MCA_BTL_NO_ORDER, get_done, op);
+        int rc = OPAL_UNLIKELY(g.fail_rdma & 2)
+                     ? OPAL_ERROR // pml_roce_test_fail_rdma
+                     : mca_bml_base_get(bml, base + off, op->remote_addr + off, op->local,
+                                        op->handle_len > 0 ? remote : nullptr, size, 0,
+                                        MCA_BTL_NO_ORDER, get_done, op);
         if (rc == OPAL_ERR_OUT_OF_RESOURCE || rc == OPAL_ERR_TEMP_OUT_OF_RESOURCE) {
             add_fetch32(&op->refs, -1);
             pending_add(&g.pending_gets, &op->super.super);
@@ -128,6 +137,7 @@ void rget_start(RecvRequest *r, const wire::RgetHdr &h, const uint8_t *handle,
     st.MPI_SOURCE = m.src;
     st.MPI_TAG = m.tag;
     r->msg_len = h.rndv.msg_len;
+    r->split = false;
     ompi_proc_t *proc = ompi_comm_peer_lookup(r->base.req_base.req_comm, m.src);
     uint64_t length = h.rndv.msg_len < r->capacity ? h.rndv.msg_len : r->capacity;
     if (length == 0) { // a zero-size buffer: nothing to get
@@ -139,12 +149,17 @@ void rget_start(RecvRequest *r, const wire::RgetHdr &h, const uint8_t *handle,
     mca_bml_base_endpoint_t *ep = mca_bml_base_get_endpoint(proc);
     mca_bml_base_btl_t *bml = ep != nullptr ? mca_bml_base_btl_array_find(&ep->btl_rdma, btl) : nullptr;
     const char *why = rget_refusal(r, h, bml);
+    // Split (pml_roce_split.cc): the sender puts [k, length) while we get
+    // [0, k). Not with ourselves (btl self): one process copies either way.
+    const uint64_t k =
+        why == nullptr && proc != ompi_proc_local() ? split_point(r, bml, length) : 0;
     mca_btl_base_registration_handle_t *local = nullptr;
     if (why == nullptr && bml->btl->btl_register_mem != nullptr &&
-        length > bml->btl->btl_get_local_registration_threshold) {
+        (k > 0 || length > bml->btl->btl_get_local_registration_threshold)) {
         if (!(g.fail_registration & 2)) {
             local = bml->btl->btl_register_mem(bml->btl, bml->btl_endpoint, r->contig, length,
-                                               MCA_BTL_REG_FLAG_LOCAL_WRITE);
+                                               MCA_BTL_REG_FLAG_LOCAL_WRITE |
+                                                   (k > 0 ? MCA_BTL_REG_FLAG_REMOTE_WRITE : 0));
         }
         if (local == nullptr) {
             ++g.counters.reg_failures;
@@ -164,6 +179,14 @@ void rget_start(RecvRequest *r, const wire::RgetHdr &h, const uint8_t *handle,
                             OPAL_NAME_PRINT(proc->super.proc_name), why ? why : "out of memory");
         recv_ask_frags(r, proc, h.rndv.src_req, 0);
         return;
+    }
+    if (k > 0) {
+        // The PUT leaves before the first get; the receive owns the
+        // registration from now on (the sender puts into it).
+        r->want = length;
+        split_start(r, proc, bml, local, h.rndv.src_req, k);
+        local = nullptr;
+        length = k;
     }
     op->req = r;
     op->bml = bml;
@@ -187,6 +210,9 @@ void getop_resume(GetOp *op) noexcept { issue_gets(op); }
 
 void recv_ask_frags(RecvRequest *r, ompi_proc_t *proc, uint64_t src_req, uint64_t offset) noexcept {
     uint64_t want = r->msg_len < r->capacity ? r->msg_len : r->capacity;
+    if (r->split) {
+        want = r->put_frags.lo(); // a split receive's own part is [0, k)
+    }
     {
         Guard guard(&g.ids_lock);
         r->id = g.recv_ids.open(r->frags, offset, want, r);
@@ -195,7 +221,8 @@ void recv_ask_frags(RecvRequest *r, ompi_proc_t *proc, uint64_t src_req, uint64_
         fatal("out of memory registering a receive for its fragments");
     }
     // Registered before the ACK leaves: FRAGs can come back inside send_ctrl.
-    wire::AckHdr ack = wire::make_ack(src_req, r->id, offset, want - offset);
+    wire::AckHdr ack = r->split ? wire::make_ack_split(src_req, r->id, offset, want - offset)
+                                : wire::make_ack(src_req, r->id, offset, want - offset);
     send_ctrl(proc, wire::Kind::kAck, &ack, sizeof ack);
 }
 
@@ -260,9 +287,11 @@ extern "C" void mca_pml_roce_cb_frag(mca_btl_base_module_t *, mca_btl_base_tag_t
     bool done;
     {
         Guard guard(&g.ids_lock);
-        done = g.recv_ids.settle(r->frags);
+        done = g.recv_ids.settle(*a.account); // r->frags, or a split receive's put range
     }
-    if (done) {
+    if (done && r->split) {
+        recv_part_done(r);
+    } else if (done) {
         const ompi_status_public_t &st = r->base.req_base.req_ompi.req_status;
         recv_finish(r, st.MPI_SOURCE, st.MPI_TAG, r->msg_len, r->frags.hi());
     }

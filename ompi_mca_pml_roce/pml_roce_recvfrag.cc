@@ -100,6 +100,7 @@ void deliver_rndv(RecvRequest *r, const wire::RndvHdr &h, const Pieces &data) no
         return;
     }
     const wire::MatchHdr &m = h.match;
+    r->split = false;
     uint64_t want = h.msg_len < r->capacity ? h.msg_len : r->capacity;
     std::size_t n = data.total < want ? data.total : static_cast<std::size_t>(want);
     unpack(r, 0, data, n);

@@ -42,11 +42,15 @@ void recv_ctor(RecvRequest *r) {
     r->flags = 0;
     r->refs = 0;
     new (&r->frags) rndv::FragAccount();
+    new (&r->put_frags) rndv::FragAccount();
+    r->split = false;
+    r->split_reg = nullptr;
     OBJ_CONSTRUCT(&r->unpack_lock, opal_mutex_t);
 }
 
 void recv_dtor(RecvRequest *r) {
     OBJ_DESTRUCT(&r->unpack_lock);
+    r->put_frags.~FragAccount();
     r->frags.~FragAccount();
 }
 
@@ -57,6 +61,9 @@ void kept_ctor(Kept *k) {
 
 void getop_ctor(GetOp *op) { op->req = nullptr; }
 void ctrl_ctor(Ctrl *c) { c->proc = nullptr; }
+void putop_ctor(PutOp *op) {
+    op->req = nullptr;
+}
 
 } // namespace
 } // namespace roce::pml
@@ -69,6 +76,7 @@ OBJ_CLASS_INSTANCE(mca_pml_roce_recv_request_t, mca_pml_base_recv_request_t, rec
 OBJ_CLASS_INSTANCE(mca_pml_roce_kept_t, opal_free_list_item_t, kept_ctor, nullptr);
 OBJ_CLASS_INSTANCE(mca_pml_roce_getop_t, opal_free_list_item_t, getop_ctor, nullptr);
 OBJ_CLASS_INSTANCE(mca_pml_roce_ctrl_t, opal_free_list_item_t, ctrl_ctor, nullptr);
+OBJ_CLASS_INSTANCE(mca_pml_roce_putop_t, opal_free_list_item_t, putop_ctor, nullptr);
 }
 
 namespace roce::pml {
@@ -169,6 +177,10 @@ void send_request_complete(SendRequest *r) noexcept {
         mca_pml_base_bsend_request_fini(&b->req_ompi);
         r->flags &= static_cast<uint8_t>(~kBsendBuf);
         __atomic_sub_fetch(&g.bsend_inflight, 1, __ATOMIC_ACQ_REL);
+    }
+    if (r->rget_out) {
+        r->rget_out = false;
+        add_fetch32(&g.rget_out, -1);
     }
     r->proto = static_cast<uint8_t>(SendProto::kIdle);
     b->req_pml_complete = true;

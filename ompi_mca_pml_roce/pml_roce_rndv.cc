@@ -28,7 +28,8 @@ const char *outcome_name(Outcome o) noexcept {
     return "?";
 }
 
-void FragAccount::open(uint64_t lo, uint64_t hi, void *owner) noexcept {
+void FragAccount::open(uint64_t lo, uint64_t hi, void *owner, bool put) noexcept {
+    put_ = put;
     lo_ = lo;
     hi_ = hi;
     prefix_ = lo;
@@ -101,6 +102,19 @@ Outcome FragAccount::admit(uint64_t offset, uint64_t len) noexcept {
     return Outcome::kAccepted;
 }
 
+Outcome FragAccount::admit_put(uint64_t offset, uint64_t len) noexcept {
+    if (!put_) {
+        return Outcome::kWrongState;
+    }
+    if (offset != lo_ || len != hi_ - lo_) {
+        return Outcome::kOutOfRange;
+    }
+    if (arrived_ != 0) {
+        return arrived_ == hi_ - lo_ ? Outcome::kDuplicate : Outcome::kOverlap;
+    }
+    return admit(offset, len);
+}
+
 bool FragAccount::settle() noexcept {
     --unpacking_;
     if (!complete_ && unpacking_ == 0 && arrived_ == hi_ - lo_) {
@@ -110,8 +124,8 @@ bool FragAccount::settle() noexcept {
     return false;
 }
 
-uint64_t FragTable::open(FragAccount &a, uint64_t lo, uint64_t hi, void *owner) noexcept {
-    a.open(lo, hi, owner);
+uint64_t FragTable::open(FragAccount &a, uint64_t lo, uint64_t hi, void *owner, bool put) noexcept {
+    a.open(lo, hi, owner, put);
     a.id_ = ids_.insert(&a);
     return a.id_;
 }
@@ -126,6 +140,18 @@ FragTable::Admission FragTable::admit(uint64_t id, uint64_t offset, uint64_t len
     }
     auto *a = static_cast<FragAccount *>(l.object);
     return {a->admit(offset, len), a};
+}
+
+FragTable::Admission FragTable::admit_put(uint64_t id, uint64_t offset, uint64_t len) noexcept {
+    HandleTable::Lookup l = ids_.lookup(id);
+    if (l.state == HandleTable::State::kClosed) {
+        return {Outcome::kDuplicate, nullptr};
+    }
+    if (l.state == HandleTable::State::kNever) {
+        return {Outcome::kUnknown, nullptr};
+    }
+    auto *a = static_cast<FragAccount *>(l.object);
+    return {a->admit_put(offset, len), a};
 }
 
 bool FragTable::settle(FragAccount &a) noexcept {
@@ -148,7 +174,33 @@ Outcome not_live(HandleTable::State s) noexcept {
 
 } // namespace
 
-AnswerTable::Claim AnswerTable::claim_ack(uint64_t id, uint64_t offset, uint64_t size) noexcept {
+AnswerTable::Claim AnswerTable::split_answer(uint64_t id, void *r, const SendView &v,
+                                             bool split) noexcept {
+    const uint8_t bits = v.split != nullptr ? *v.split : 0;
+    if (!split) {
+        if (bits != 0) {
+            return {Outcome::kWrongState, r}; // the receiver split: its answer must say so
+        }
+        ids_.erase(id);
+        return {Outcome::kAccepted, r};
+    }
+    if (v.split == nullptr) {
+        return {Outcome::kWrongState, r};
+    }
+    if (bits & kSplitFin) {
+        return {Outcome::kDuplicate, r};
+    }
+    *v.split = static_cast<uint8_t>(bits | kSplitFin);
+    if (bits & kSplitPut) {
+        ids_.erase(id);
+    }
+    Claim c{Outcome::kAccepted, r};
+    c.first_split = (bits & kSplitPut) == 0;
+    return c;
+}
+
+AnswerTable::Claim AnswerTable::claim_ack(uint64_t id, uint64_t offset, uint64_t size,
+                                          bool split) noexcept {
     HandleTable::Lookup l = ids_.lookup(id);
     if (l.state != HandleTable::State::kLive) {
         return {not_live(l.state), nullptr};
@@ -161,11 +213,13 @@ AnswerTable::Claim AnswerTable::claim_ack(uint64_t id, uint64_t offset, uint64_t
     if (offset > v.total || size > v.total - offset) {
         return {Outcome::kOutOfRange, r};
     }
-    ids_.erase(id);
-    return {Outcome::kAccepted, r};
+    if (split && v.phase != SendPhase::kWaitFin) {
+        return {Outcome::kWrongState, r}; // only an RGET splits
+    }
+    return split_answer(id, r, v, split);
 }
 
-AnswerTable::Claim AnswerTable::claim_fin(uint64_t id, uint64_t size) noexcept {
+AnswerTable::Claim AnswerTable::claim_fin(uint64_t id, uint64_t size, bool split) noexcept {
     HandleTable::Lookup l = ids_.lookup(id);
     if (l.state != HandleTable::State::kLive) {
         return {not_live(l.state), nullptr};
@@ -178,8 +232,33 @@ AnswerTable::Claim AnswerTable::claim_fin(uint64_t id, uint64_t size) noexcept {
     if (size > v.total) {
         return {Outcome::kOutOfRange, r};
     }
-    ids_.erase(id);
-    return {Outcome::kAccepted, r};
+    return split_answer(id, r, v, split);
+}
+
+AnswerTable::Claim AnswerTable::claim_put(uint64_t id, uint64_t offset, uint64_t size) noexcept {
+    HandleTable::Lookup l = ids_.lookup(id);
+    if (l.state != HandleTable::State::kLive) {
+        return {not_live(l.state), nullptr};
+    }
+    void *r = l.object;
+    SendView v = view_(r);
+    if (v.phase != SendPhase::kWaitFin || v.split == nullptr) {
+        return {Outcome::kWrongState, r};
+    }
+    const uint8_t bits = *v.split;
+    if (bits & kSplitPut) {
+        return {Outcome::kDuplicate, r};
+    }
+    if (offset == 0 || size == 0 || offset > v.total || size > v.total - offset) {
+        return {Outcome::kOutOfRange, r};
+    }
+    *v.split = static_cast<uint8_t>(bits | kSplitPut);
+    if (bits & kSplitFin) {
+        ids_.erase(id);
+    }
+    Claim c{Outcome::kAccepted, r};
+    c.first_split = (bits & kSplitFin) == 0;
+    return c;
 }
 
 } // namespace roce::pml::rndv

@@ -51,8 +51,11 @@ public:
     /// can make a receive store (16 bytes a range).
     static constexpr std::size_t kMaxPieces = 4096;
 
-    /// Starts a message: the FRAGs must bring [lo, hi) (lo < hi).
-    void open(uint64_t lo, uint64_t hi, void *owner) noexcept;
+    /// Starts a message: the FRAGs must bring [lo, hi) (lo < hi). `put`:
+    /// the range a split RGET asked the sender to put, which a PUT-FIN may
+    /// bring whole (admit_put) or FRAGs piece by piece (the sender's
+    /// fallback).
+    void open(uint64_t lo, uint64_t hi, void *owner, bool put = false) noexcept;
 
     /// Checks a FRAG of `len` bytes at `offset` and, when kAccepted,
     /// records its bytes as arrived and the FRAG as being unpacked (call
@@ -63,6 +66,13 @@ public:
     /// for p = pieces(), O(1) for FRAGs arriving in order.
     Outcome admit(uint64_t offset, uint64_t len) noexcept;
 
+    /// Checks a PUT-FIN for [offset, offset + len): kAccepted (recorded as
+    /// one admitted piece; call settle()) only when this is a put range
+    /// (else kWrongState), the PUT-FIN names exactly [lo, hi) (else
+    /// kOutOfRange) and none of its bytes arrived (all of them:
+    /// kDuplicate, some: kOverlap).
+    Outcome admit_put(uint64_t offset, uint64_t len) noexcept;
+
     /// One admitted FRAG has been unpacked. True exactly once: when every
     /// byte of [lo, hi) arrived exactly once and nothing is being unpacked
     /// any more.
@@ -72,6 +82,7 @@ public:
     uint64_t hi() const noexcept { return hi_; }
     uint64_t arrived() const noexcept { return arrived_; }
     bool complete() const noexcept { return complete_; }
+    bool is_put() const noexcept { return put_; }
     /// Separate ranges of arrived bytes beyond the contiguous start.
     std::size_t pieces() const noexcept { return ahead_.size(); }
     void *owner() const noexcept { return owner_; }
@@ -99,6 +110,7 @@ private:
     uint64_t arrived_ = 0;
     uint32_t unpacking_ = 0;
     bool complete_ = false;
+    bool put_ = false;
     void *owner_ = nullptr;
     uint64_t id_ = 0;
 };
@@ -110,9 +122,10 @@ private:
 /// (from open() to the settle() that returns true).
 class FragTable {
 public:
-    /// Opens `a` for [lo, hi) on behalf of `owner` and registers it.
-    /// Returns its id for the ACK (never 0); 0 when out of memory.
-    uint64_t open(FragAccount &a, uint64_t lo, uint64_t hi, void *owner) noexcept;
+    /// Opens `a` for [lo, hi) on behalf of `owner` and registers it
+    /// (`put`: FragAccount::open). Returns its id for the ACK or PUT (never
+    /// 0); 0 when out of memory.
+    uint64_t open(FragAccount &a, uint64_t lo, uint64_t hi, void *owner, bool put = false) noexcept;
 
     struct Admission {
         /// kUnknown: never issued; kDuplicate with no account: closed.
@@ -127,6 +140,10 @@ public:
     /// FragAccount, so a FRAG for a finished receive never reaches its
     /// memory.
     Admission admit(uint64_t id, uint64_t offset, uint64_t len) noexcept;
+
+    /// Looks a PUT-FIN's id up and admits it (FragAccount::admit_put);
+    /// closed and never-issued ids as for admit().
+    Admission admit_put(uint64_t id, uint64_t offset, uint64_t len) noexcept;
 
     /// FragAccount::settle; when it returns true the id is closed (later
     /// FRAGs naming it are refused) and the receive is the caller's again.
@@ -149,10 +166,19 @@ enum class SendPhase : uint8_t {
     kPipeline,      ///< sending FRAGs for the range an ACK asked for
 };
 
+/// SendView::split bits: what a split RGET's receiver has said so far.
+enum SplitBits : uint8_t {
+    kSplitPut = 0x01, ///< its PUT was accepted
+    kSplitFin = 0x02, ///< its answer was accepted: the FIN (kFinSplit) or the ACK (kAckSplit)
+};
+
 /// What the answer checks read of a send request.
 struct SendView {
     SendPhase phase;
     uint64_t total; ///< packed bytes of the message
+    /// The request's SplitBits, which claim_put and claim_fin update (the
+    /// caller's id lock serialises them); nullptr: the request cannot split.
+    uint8_t *split;
 };
 /// Reads the view of one of the caller's send requests.
 using ViewFn = SendView (*)(const void *request) noexcept;
@@ -175,22 +201,41 @@ public:
         /// describe the refusal); nullptr when none. Accepted: the id is
         /// closed and the request is the caller's.
         void *request;
+        /// Accepted PUT or split FIN that is the first of the two: the
+        /// request now owes the receiver a put (or its FRAGs).
+        bool first_split = false;
     };
     /// An ACK: the receiver wants [offset, offset + size) of the message
     /// (size 0: nothing more, the send is complete). Accepted when the
     /// request waits for an ACK or a FIN (RGET fallback) and the range lies
     /// within the message. An id accepted before (a copy of the answer)
     /// gives kDuplicate, an id never issued kUnknown.
-    Claim claim_ack(uint64_t id, uint64_t offset, uint64_t size) noexcept;
+    /// `split` (kAckSplit): the answer of a split RGET whose gets failed,
+    /// checked as a split FIN (claim_fin) is.
+    Claim claim_ack(uint64_t id, uint64_t offset, uint64_t size, bool split = false) noexcept;
     /// A FIN: the receiver got `size` bytes by RDMA. Accepted when the
     /// request waits for a FIN and `size` is at most the message length;
-    /// kDuplicate and kUnknown as for claim_ack.
-    Claim claim_fin(uint64_t id, uint64_t size) noexcept;
+    /// kDuplicate and kUnknown as for claim_ack. `split` (kFinSplit): the
+    /// receiver also sent a PUT; the id stays open until both are
+    /// accepted, a second split FIN is kDuplicate, and a plain FIN after
+    /// an accepted PUT is kWrongState.
+    Claim claim_fin(uint64_t id, uint64_t size, bool split = false) noexcept;
+    /// A PUT of a split RGET: the receiver wants [offset, offset + size)
+    /// put into its buffer. Accepted once (a second one is kDuplicate),
+    /// when the request waits for a FIN and can split (else kWrongState)
+    /// and 0 < offset, 0 < size, offset + size <= the message length (else
+    /// kOutOfRange). The id stays open until the split FIN is accepted too.
+    Claim claim_put(uint64_t id, uint64_t offset, uint64_t size) noexcept;
 
     std::size_t live() const noexcept { return ids_.live(); }
     std::size_t capacity() const noexcept { return ids_.capacity(); }
 
 private:
+    // An accepted answer (ACK or FIN) of request r (view v) under id: a
+    // plain one closes the id (refused once the receiver split); a split
+    // one sets kSplitFin, once, and closes the id when the PUT came too.
+    Claim split_answer(uint64_t id, void *r, const SendView &v, bool split) noexcept;
+
     ViewFn view_;
     HandleTable ids_;
 };

@@ -236,10 +236,16 @@ bool send_header(SendRequest *r) noexcept {
         }
         des->des_cbfunc = noop_completion;
         r->proto = static_cast<uint8_t>(SendProto::kWaitFin);
+        // Counted before the send: its answer may complete r before
+        // btl_send returns.
+        r->rget_out = true;
+        add_fetch32(&g.rget_out, 1);
         if (mca_bml_base_send(bml, des, match_tag(wire::Kind::kRget, ext)) >= 0) {
             return true;
         }
         btl->btl_free(btl, des);
+        r->rget_out = false;
+        add_fetch32(&g.rget_out, -1);
         r->proto = static_cast<uint8_t>(SendProto::kHeaderPending);
         return false;
     }
@@ -363,6 +369,10 @@ bool want_stream(SendRequest *r) noexcept {
 int start_rendezvous(SendRequest *r) noexcept {
     r->rdma_bml = nullptr;
     r->reg = nullptr;
+    r->split = 0;
+    r->parts = 1; // a split RGET: the receiver's answer (pml_roce_split.cc)
+    r->pipe_busy = false;
+    r->next_end = 0;
     if (want_stream(r)) {
         r->flags |= kStream;
         r->id = add_fetch64(&g.stream_next, 1);
@@ -456,6 +466,11 @@ void send_retry(SendRequest *r) noexcept {
     case SendProto::kPipeline:
         send_schedule(r);
         break;
+    case SendProto::kWaitFin:
+        if (r->split != 0) {
+            send_schedule(r); // a split send's FRAG range (pml_roce_split.cc)
+        }
+        break;
     default:
         break;
     }
@@ -504,6 +519,8 @@ inline SendRequest *make_send(const void *buf, size_t count, ompi_datatype_t *dt
     r->id = 0;
     r->reg = nullptr;
     r->rdma_bml = nullptr;
+    r->split = 0;
+    r->rget_out = false;
     r->proto = static_cast<uint8_t>(SendProto::kIdle);
     const char *start;
     if (layout_of(dt, count, buf, &start, &r->total)) {

@@ -15,6 +15,10 @@ const char *kind_name(uint8_t kind) noexcept {
     case 6: return "FIN";
     case 7: return "EXT";
     case 8: return "STREAM";
+    case 9:
+        return "PUT";
+    case 10:
+        return "PUT-FIN";
     default: return "?";
     }
 }
@@ -105,12 +109,20 @@ Defect decode_ack(const void *p, std::size_t n, std::size_t payload, AckHdr &out
     if (!load(p, n, out)) {
         return Defect::kShort;
     }
-    Defect d = check_common(out.common, Kind::kAck);
+    Common c = out.common;
+    const bool split = c.flags == kAckSplit;
+    if (split) {
+        c.flags = 0;
+    }
+    Defect d = check_common(c, Kind::kAck);
     if (d != Defect::kNone) {
         return d;
     }
     if (out.reserved2 != 0) {
         return Defect::kFlags;
+    }
+    if (split && out.size == 0) {
+        return Defect::kLength;
     }
     if (payload != 0) {
         return Defect::kLength;
@@ -177,7 +189,11 @@ Defect decode_fin(const void *p, std::size_t n, std::size_t payload, FinHdr &out
     if (!load(p, n, out)) {
         return Defect::kShort;
     }
-    Defect d = check_common(out.common, Kind::kFin);
+    Common c = out.common;
+    if (c.flags == kFinSplit) {
+        c.flags = 0;
+    }
+    Defect d = check_common(c, Kind::kFin);
     if (d != Defect::kNone) {
         return d;
     }
@@ -191,6 +207,53 @@ Defect decode_fin(const void *p, std::size_t n, std::size_t payload, FinHdr &out
         return Defect::kStatus;
     }
     if (out.size > kMaxLength) {
+        return Defect::kOffset;
+    }
+    return Defect::kNone;
+}
+
+Defect decode_put(const void *p, std::size_t n, std::size_t payload, PutHdr &out) noexcept {
+    if (!load(p, n, out)) {
+        return Defect::kShort;
+    }
+    Defect d = check_common(out.common, Kind::kPut);
+    if (d != Defect::kNone) {
+        return d;
+    }
+    if ((out.reserved2 | out.reserved3 | out.reserved4) != 0) {
+        return Defect::kFlags;
+    }
+    if (out.src_req == 0 || out.dst_req == 0) {
+        return Defect::kRequest;
+    }
+    if (out.offset == 0 || out.size == 0 || out.offset > kMaxLength ||
+        out.size > kMaxLength - out.offset || out.dst_addr > UINT64_MAX - (out.offset + out.size)) {
+        return Defect::kOffset;
+    }
+    if (out.handle_len > kMaxHandle || payload != out.handle_len) {
+        return Defect::kHandle;
+    }
+    return Defect::kNone;
+}
+
+Defect decode_put_fin(const void *p, std::size_t n, std::size_t payload, PutFinHdr &out) noexcept {
+    if (!load(p, n, out)) {
+        return Defect::kShort;
+    }
+    Defect d = check_common(out.common, Kind::kPutFin);
+    if (d != Defect::kNone) {
+        return d;
+    }
+    if (out.reserved2 != 0) {
+        return Defect::kFlags;
+    }
+    if (payload != 0) {
+        return Defect::kLength;
+    }
+    if (out.dst_req == 0) {
+        return Defect::kRequest;
+    }
+    if (out.size == 0 || out.offset > kMaxLength || out.size > kMaxLength - out.offset) {
         return Defect::kOffset;
     }
     return Defect::kNone;
@@ -226,6 +289,12 @@ AckHdr make_ack(uint64_t src_req, uint64_t dst_req, uint64_t offset, uint64_t si
     return h;
 }
 
+AckHdr make_ack_split(uint64_t src_req, uint64_t dst_req, uint64_t offset, uint64_t size) noexcept {
+    AckHdr h = make_ack(src_req, dst_req, offset, size);
+    h.common.flags = kAckSplit;
+    return h;
+}
+
 FragHdr make_frag(uint64_t dst_req, uint64_t offset) noexcept {
     FragHdr h{};
     h.common = make_common(Kind::kFrag);
@@ -257,6 +326,34 @@ FinHdr make_fin(uint64_t src_req, uint64_t size) noexcept {
     FinHdr h{};
     h.common = make_common(Kind::kFin);
     h.src_req = src_req;
+    h.size = size;
+    return h;
+}
+
+FinHdr make_fin_split(uint64_t src_req, uint64_t size) noexcept {
+    FinHdr h = make_fin(src_req, size);
+    h.common.flags = kFinSplit;
+    return h;
+}
+
+PutHdr make_put(uint64_t src_req, uint64_t dst_req, uint64_t offset, uint64_t size,
+                uint64_t dst_addr, uint16_t handle_len) noexcept {
+    PutHdr h{};
+    h.common = make_common(Kind::kPut);
+    h.src_req = src_req;
+    h.dst_req = dst_req;
+    h.offset = offset;
+    h.size = size;
+    h.dst_addr = dst_addr;
+    h.handle_len = handle_len;
+    return h;
+}
+
+PutFinHdr make_put_fin(uint64_t dst_req, uint64_t offset, uint64_t size) noexcept {
+    PutFinHdr h{};
+    h.common = make_common(Kind::kPutFin);
+    h.dst_req = dst_req;
+    h.offset = offset;
     h.size = size;
     return h;
 }

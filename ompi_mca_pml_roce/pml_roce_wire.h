@@ -39,9 +39,14 @@ enum class Kind : uint8_t {
     kFin = 6,   ///< receiver finished its RDMA get: the sender may complete
     kExt = 7,   ///< extended communicator id (Open MPI 5.0): ExtHdr, then a MATCH/RNDV/RGET or nothing
     kStream = 8, ///< a piece of a streamed message (RNDV with kRndvStream): sent without waiting for an ACK
+
+    /// split RGET: the receiver asks the sender to put [offset, offset + size) into its buffer
+    kPut = 9,
+    /// split RGET: the sender's put of that range completed
+    kPutFin = 10,
 };
 inline constexpr uint8_t kFirstKind = 1;
-inline constexpr uint8_t kLastKind = 8;
+inline constexpr uint8_t kLastKind = 10;
 
 constexpr uint8_t tag_of(Kind k) noexcept { return static_cast<uint8_t>(kTagBase + static_cast<uint8_t>(k)); }
 /// Short upper-case name ("MATCH", ...) or "?" for an unknown kind.
@@ -96,8 +101,12 @@ struct RgetHdr {
     uint32_t reserved3;
 };
 
+/// AckHdr::common.flags: the ACK of a split RGET's receiver whose get
+/// failed, asking for the rest of [0, k) (it replaces the split FIN).
+inline constexpr uint8_t kAckSplit = 0x01;
+
 struct AckHdr {
-    Common common;
+    Common common; ///< flags 0 or kAckSplit
     uint32_t reserved2;
     uint64_t src_req; ///< the sender's request id from the RNDV/RGET, never 0
     uint64_t dst_req; ///< receiver's request id for FRAGs; 0 only when size == 0
@@ -127,8 +136,41 @@ struct StreamHdr {
     uint64_t offset;  ///< where the (non-empty) data that follows belongs; within msg_len
 };
 
-struct FinHdr {
+/// A split RGET (pml_roce_split_min): the receiver, before getting
+/// [0, offset) itself, asks the sender to put [offset, offset + size) of
+/// the message at dst_addr + offset. Exactly handle_len bytes of the
+/// receiver's registration handle follow (0: its btl needs none). The
+/// sender answers with PUT-FIN, or sends the range in FRAGs naming dst_req
+/// when it cannot put.
+struct PutHdr {
     Common common;
+    uint32_t reserved2;
+    uint64_t src_req;    ///< the sender's request id from the RGET, never 0
+    uint64_t dst_req;    ///< the receiver's id for that range (PUT-FIN, FRAGs), never 0
+    uint64_t offset;     ///< first byte of the range (> 0: the receiver gets [0, offset))
+    uint64_t size;       ///< bytes of the range, > 0
+    uint64_t dst_addr;   ///< address of the receive buffer's byte 0 at the receiver
+    uint16_t handle_len; ///< bytes of registration handle that follow (<= kMaxHandle)
+    uint16_t reserved3;
+    uint32_t reserved4;
+};
+
+/// The sender's put of the range a PUT named completed.
+struct PutFinHdr {
+    Common common;
+    uint32_t reserved2;
+    uint64_t dst_req; ///< the receiver's id from the PUT, never 0
+    uint64_t offset;  ///< the range put: exactly the PUT's
+    uint64_t size;
+};
+
+/// FinHdr::common.flags: the receiver split the RGET and sent a PUT for the
+/// bytes after `size`; the sender completes once its put (or the FRAGs that
+/// replaced it) completed too.
+inline constexpr uint8_t kFinSplit = 0x01;
+
+struct FinHdr {
+    Common common;    ///< flags 0 or kFinSplit
     int32_t status;   ///< 0 (no other value is defined in version 1)
     uint64_t src_req; ///< the sender's request id from the RGET, never 0
     uint64_t size;    ///< bytes the receiver got
@@ -188,6 +230,8 @@ static_assert(sizeof(AckHdr) == 40);
 static_assert(sizeof(FragHdr) == 24);
 static_assert(sizeof(FinHdr) == 24);
 static_assert(sizeof(StreamHdr) == 32);
+static_assert(sizeof(PutHdr) == 56);
+static_assert(sizeof(PutFinHdr) == 32);
 
 /// Why a header was refused (kNone: accepted).
 enum class Defect : uint8_t {
@@ -261,15 +305,23 @@ inline Defect decode_match(const void *p, std::size_t n, MatchHdr &out) noexcept
 Defect decode_rndv(const void *p, std::size_t n, std::size_t payload, RndvHdr &out) noexcept;
 /// Decodes an RGET header; exactly handle_len bytes must follow it.
 Defect decode_rget(const void *p, std::size_t n, std::size_t payload, RgetHdr &out) noexcept;
-/// Decodes an ACK (no payload allowed).
+/// Decodes an ACK (no payload allowed; the only flag is kAckSplit, and
+/// only with size > 0).
 Defect decode_ack(const void *p, std::size_t n, std::size_t payload, AckHdr &out) noexcept;
 /// Decodes a FRAG header; `payload` (> 0) bytes of data follow it.
 Defect decode_frag(const void *p, std::size_t n, std::size_t payload, FragHdr &out) noexcept;
 /// Decodes a STREAM header; `payload` (> 0) bytes of data follow it, all
 /// within [0, msg_len).
 Defect decode_stream(const void *p, std::size_t n, std::size_t payload, StreamHdr &out) noexcept;
-/// Decodes a FIN (no payload allowed).
+/// Decodes a FIN (no payload allowed; the only flag is kFinSplit).
 Defect decode_fin(const void *p, std::size_t n, std::size_t payload, FinHdr &out) noexcept;
+/// Decodes a PUT: exactly handle_len (<= kMaxHandle) bytes follow it, both
+/// ids set, offset > 0, size > 0, offset + size <= kMaxLength, and
+/// dst_addr + offset + size does not wrap.
+Defect decode_put(const void *p, std::size_t n, std::size_t payload, PutHdr &out) noexcept;
+/// Decodes a PUT-FIN (no payload allowed; id set, size > 0, offset + size
+/// <= kMaxLength).
+Defect decode_put_fin(const void *p, std::size_t n, std::size_t payload, PutFinHdr &out) noexcept;
 
 /// Decodes an EXT fragment whose segment 0 has `n` bytes at `p` and
 /// `payload` further bytes follow the inner header (over all segments):
@@ -291,6 +343,8 @@ RndvHdr make_rndv(uint16_t ctx, uint16_t seq, int32_t src, int32_t tag, uint64_t
 RgetHdr make_rget(uint16_t ctx, uint16_t seq, int32_t src, int32_t tag, uint64_t msg_len,
                   uint64_t src_req, uint64_t src_addr, uint16_t handle_len) noexcept;
 AckHdr make_ack(uint64_t src_req, uint64_t dst_req, uint64_t offset, uint64_t size) noexcept;
+/// The ACK of a split RGET (kAckSplit), size > 0.
+AckHdr make_ack_split(uint64_t src_req, uint64_t dst_req, uint64_t offset, uint64_t size) noexcept;
 FragHdr make_frag(uint64_t dst_req, uint64_t offset) noexcept;
 /// A streamed RNDV (kRndvStream set); msg_len <= kMaxStream.
 RndvHdr make_rndv_stream(uint16_t ctx, uint16_t seq, int32_t src, int32_t tag, uint64_t msg_len,
@@ -298,6 +352,11 @@ RndvHdr make_rndv_stream(uint16_t ctx, uint16_t seq, int32_t src, int32_t tag, u
 StreamHdr make_stream(uint16_t ctx, int32_t src, uint32_t msg_len, uint64_t src_req,
                       uint64_t offset) noexcept;
 FinHdr make_fin(uint64_t src_req, uint64_t size) noexcept;
+/// The FIN of a split RGET (kFinSplit): `size` bytes got, the rest put.
+FinHdr make_fin_split(uint64_t src_req, uint64_t size) noexcept;
+PutHdr make_put(uint64_t src_req, uint64_t dst_req, uint64_t offset, uint64_t size,
+                uint64_t dst_addr, uint16_t handle_len) noexcept;
+PutFinHdr make_put_fin(uint64_t dst_req, uint64_t offset, uint64_t size) noexcept;
 /// An EXT header: by index when `by_index` (dst_ctx is the receiver's
 /// index), else by the extended id; `inner` 0 makes an answer.
 ExtHdr make_ext(Kind inner, bool by_index, uint32_t dst_ctx, uint32_t src_ctx, int32_t src,

@@ -46,6 +46,19 @@ TEST_CASE("pml rendezvous options: bounds and refusals", "[pml][params]") {
     CHECK(e.message().find("pml_roce_rget_limit = -1 is invalid") == 0);
 }
 
+TEST_CASE("pml split min: off, bounds and refusals", "[pml][params][split]") {
+    CHECK(check_split_min(0).is_ok()); // never split
+    CHECK(check_split_min(128).is_ok());
+    CHECK(check_split_min(kDefaultSplitMin).is_ok());
+    CHECK(check_split_min(kMaxSplitMin).is_ok());
+    auto e = check_split_min(127);
+    REQUIRE_FALSE(e.is_ok());
+    CHECK(e.message() == "pml_roce_split_min = 127 is invalid: allowed values are "
+                         "0 (off) or 128..4611686018427387904 (bytes)");
+    CHECK_FALSE(check_split_min(kMaxSplitMin + 1).is_ok());
+    CHECK_FALSE(check_split_min(-1).is_ok());
+}
+
 TEST_CASE("pml stream limit: bounds and refusals", "[pml][params]") {
     CHECK(check_stream_limit(0).is_ok()); // never stream
     CHECK(check_stream_limit(kDefaultStreamLimit).is_ok());

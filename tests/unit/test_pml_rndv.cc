@@ -209,11 +209,13 @@ TEST_CASE("pml rndv: FRAG ids - closed ones are duplicates, never-issued ones un
 struct FakeSend {
     SendPhase phase = SendPhase::kIdle;
     uint64_t total = 0;
+    bool can_split = false; ///< an RGET over a btl that can put (SendView::split set)
+    uint8_t split = 0;
 };
 
 SendView view_of(const void *p) noexcept {
-    const auto *s = static_cast<const FakeSend *>(p);
-    return {s->phase, s->total};
+    auto *s = static_cast<FakeSend *>(const_cast<void *>(p));
+    return {s->phase, s->total, s->can_split ? &s->split : nullptr};
 }
 
 TEST_CASE("pml rndv: an ACK or FIN is accepted once, only in the right state and range",
@@ -239,6 +241,121 @@ TEST_CASE("pml rndv: an ACK or FIN is accepted once, only in the right state and
     CHECK(t.claim_ack(id2, 0, 500).outcome == Outcome::kDuplicate);
     CHECK(t.claim_ack(0, 0, 0).outcome == Outcome::kUnknown);
     CHECK(t.claim_ack(id2 + 7, 0, 0).outcome == Outcome::kUnknown);
+    CHECK(t.live() == 0);
+}
+
+TEST_CASE("pml rndv: a split RGET's PUT and FIN are each accepted once, in either order",
+          "[pml][rndv][split]") {
+    AnswerTable t(view_of);
+    FakeSend a{SendPhase::kWaitFin, 1 << 20, true}, b{SendPhase::kWaitFin, 1 << 20, true};
+    uint64_t ida = t.open(&a), idb = t.open(&b);
+    // PUT first (the order the receiver sends them in).
+    auto c = t.claim_put(ida, 1 << 19, 1 << 19);
+    CHECK(c.outcome == Outcome::kAccepted);
+    CHECK(c.request == &a);
+    CHECK(c.first_split);
+    CHECK(a.split == kSplitPut);
+    CHECK(t.live() == 2); // the FIN is still to come
+    CHECK(t.claim_put(ida, 1 << 19, 1 << 19).outcome == Outcome::kDuplicate); // a second PUT
+    CHECK(t.claim_fin(ida, 1 << 19).outcome ==
+          Outcome::kWrongState); // a FIN that does not say split
+    c = t.claim_fin(ida, 1 << 19, true);
+    CHECK(c.outcome == Outcome::kAccepted);
+    CHECK_FALSE(c.first_split);
+    CHECK(t.live() == 1); // both arrived: the id is closed
+    CHECK(t.claim_fin(ida, 1 << 19, true).outcome == Outcome::kDuplicate);
+    CHECK(t.claim_put(ida, 1 << 19, 1 << 19).outcome == Outcome::kDuplicate);
+    // The FIN overtook the PUT: the id waits for the PUT, which is still owed.
+    c = t.claim_fin(idb, 4096, true);
+    CHECK(c.outcome == Outcome::kAccepted);
+    CHECK(c.first_split);
+    CHECK(t.live() == 1);
+    CHECK(t.claim_fin(idb, 4096, true).outcome == Outcome::kDuplicate);
+    c = t.claim_put(idb, 4096, (1 << 20) - 4096);
+    CHECK(c.outcome == Outcome::kAccepted);
+    CHECK_FALSE(c.first_split);
+    CHECK(t.live() == 0);
+}
+
+TEST_CASE("pml rndv: PUTs outside the message, empty, or for a send that cannot split are refused",
+          "[pml][rndv][split]") {
+    AnswerTable t(view_of);
+    FakeSend s{SendPhase::kWaitFin, 1000, true}, plain{SendPhase::kWaitFin, 1000, false},
+        rndv{SendPhase::kWaitAck, 1000, true};
+    uint64_t id = t.open(&s), idp = t.open(&plain), idr = t.open(&rndv);
+    CHECK(t.claim_put(id, 0, 1000).outcome == Outcome::kOutOfRange);  // the receiver gets nothing
+    CHECK(t.claim_put(id, 500, 0).outcome == Outcome::kOutOfRange);   // length 0
+    CHECK(t.claim_put(id, 500, 501).outcome == Outcome::kOutOfRange); // past the end
+    CHECK(t.claim_put(id, 1001, 1).outcome == Outcome::kOutOfRange);
+    CHECK(t.claim_put(id, kMax, kMax).outcome == Outcome::kOutOfRange);
+    CHECK(s.split == 0); // nothing refused changed the request
+    CHECK(t.claim_put(idp, 500, 500).outcome == Outcome::kWrongState); // no put btl: no split
+    CHECK(t.claim_fin(idp, 500, true).outcome == Outcome::kWrongState);
+    CHECK(t.claim_put(idr, 500, 500).outcome == Outcome::kWrongState); // a RNDV, not an RGET
+    CHECK(t.claim_put(idr + 99, 500, 500).outcome == Outcome::kUnknown);
+    CHECK(t.claim_put(id, 500, 500).outcome == Outcome::kAccepted);
+    CHECK(t.claim_fin(id, 1001, true).outcome == Outcome::kOutOfRange);
+    // The receiver's get failed: its ACK for the rest of [0, 500) replaces
+    // the FIN, and must say split like the FIN.
+    CHECK(t.claim_ack(id, 100, 400).outcome == Outcome::kWrongState);
+    auto c = t.claim_ack(id, 100, 400, true);
+    CHECK(c.outcome == Outcome::kAccepted);
+    CHECK_FALSE(c.first_split);
+    CHECK(t.claim_ack(id, 100, 400, true).outcome == Outcome::kDuplicate);
+    CHECK(t.claim_put(id, 500, 500).outcome == Outcome::kDuplicate);
+    CHECK(t.claim_ack(idr, 0, 500, true).outcome == Outcome::kWrongState); // a RNDV never splits
+    CHECK(t.claim_fin(idp, 1000).outcome == Outcome::kAccepted); // a plain RGET is unchanged
+    CHECK(t.claim_ack(idr, 0, 1000).outcome == Outcome::kAccepted);
+    CHECK(t.live() == 0);
+    // A split ACK that overtook the PUT: the id waits for the PUT.
+    FakeSend o{SendPhase::kWaitFin, 1000, true};
+    uint64_t ido = t.open(&o);
+    c = t.claim_ack(ido, 0, 500, true);
+    CHECK(c.outcome == Outcome::kAccepted);
+    CHECK(c.first_split);
+    CHECK(t.live() == 1);
+    CHECK(t.claim_put(ido, 500, 500).outcome == Outcome::kAccepted);
+    CHECK(t.live() == 0);
+}
+
+TEST_CASE("pml rndv: a PUT-FIN brings exactly its range, once; FRAGs may replace it",
+          "[pml][rndv][split]") {
+    FragTable t;
+    FragAccount put, frags;
+    uint64_t idp = t.open(put, 512, 1000, &put, true);
+    uint64_t idf = t.open(frags, 100, 512, &frags); // a get fallback: not a put range
+    CHECK(put.is_put());
+    CHECK_FALSE(frags.is_put());
+    CHECK(t.admit_put(idf, 100, 412).outcome == Outcome::kWrongState);
+    CHECK(t.admit_put(idp, 512, 487).outcome == Outcome::kOutOfRange); // short
+    CHECK(t.admit_put(idp, 511, 489).outcome == Outcome::kOutOfRange); // another range
+    CHECK(t.admit_put(idp, 512, 489).outcome == Outcome::kOutOfRange); // past it
+    CHECK(t.admit_put(idp + 99, 512, 488).outcome == Outcome::kUnknown);
+    CHECK(put.arrived() == 0);
+    FragTable::Admission a = t.admit_put(idp, 512, 488);
+    REQUIRE(a.outcome == Outcome::kAccepted);
+    CHECK(a.account == &put);
+    CHECK(t.admit_put(idp, 512, 488).outcome == Outcome::kDuplicate); // twice, before it settled
+    CHECK(t.admit(idp, 600, 10).outcome == Outcome::kDuplicate);      // a FRAG inside it
+    CHECK(t.settle(put));
+    CHECK(put.complete());
+    CHECK(t.admit_put(idp, 512, 488).outcome == Outcome::kDuplicate); // twice, after: id closed
+
+    // The sender could not put: FRAGs bring the range; a PUT-FIN then is refused.
+    FragAccount put2;
+    uint64_t id2 = t.open(put2, 512, 1000, &put2, true);
+    Outcome o;
+    CHECK_FALSE(frag(t, id2, 512, 100, &o));
+    CHECK(o == Outcome::kAccepted);
+    CHECK(t.admit_put(id2, 512, 488).outcome == Outcome::kOverlap);
+    CHECK(frag(t, id2, 612, 388, &o));
+    CHECK(put2.complete());
+    CHECK(t.admit_put(id2, 512, 488).outcome == Outcome::kDuplicate);
+    // A put account reused for a plain receive is no put range any more.
+    uint64_t id3 = t.open(put2, 0, 10, &put2);
+    CHECK(t.admit_put(id3, 0, 10).outcome == Outcome::kWrongState);
+    CHECK(frag(t, id3, 0, 10));
+    CHECK(frag(t, idf, 100, 412));
     CHECK(t.live() == 0);
 }
 
@@ -745,6 +862,83 @@ private:
     std::vector<Unpack> unpacking_;
     std::size_t open_recvs_ = 0, peak_open_ = 0, open_sends_ = 0, peak_sends_ = 0;
 };
+
+
+// Split RGETs: random orders, copies and forgeries of PUT, split FIN,
+// split ACK and plain answers against AnswerTable, checked after every
+// message: each send accepts at most one PUT and one answer, owes its put
+// exactly once (first_split), and its id closes exactly when both came.
+TEST_CASE("pml rndv: split answers in random order, copied and forged", "[pml][rndv][split][fuzz]") {
+    const uint64_t master = env_u64("ROCE_PML_FUZZ_SEED", 20261203);
+    const uint64_t runs = env_u64("ROCE_PML_FUZZ_RUNS", 1500);
+    uint64_t accepted = 0, refused = 0;
+    for (uint64_t run = 0; run < runs; ++run) {
+        Rng rng(master ^ (run << 24) ^ 0x5117);
+        AnswerTable t(view_of);
+        const std::size_t n = 1 + rng.below(16);
+        std::vector<FakeSend> sends(n);
+        std::vector<uint64_t> ids(n);
+        std::vector<int> puts(n, 0), answers(n, 0), owed(n, 0);
+        for (std::size_t i = 0; i < n; ++i) {
+            sends[i] = FakeSend{SendPhase::kWaitFin, 128 + rng.below(1 << 20), rng.chance(90)};
+            ids[i] = t.open(&sends[i]);
+            REQUIRE(ids[i] != 0);
+        }
+        for (int step = 0; step < 64; ++step) {
+            const std::size_t i = rng.below(n);
+            FakeSend &s = sends[i];
+            const uint64_t k = rng.chance(80) ? 1 + rng.below(s.total - 1) : rng.below(s.total + 2);
+            const uint64_t size = rng.chance(80) ? s.total - std::min(k, s.total) : rng.next();
+            // A forged id: the slot of send i with a generation not issued yet.
+            const uint64_t id = rng.chance(90) ? ids[i] : ids[i] + ((1 + rng.below(3)) << 32);
+            AnswerTable::Claim c{};
+            const int what = static_cast<int>(rng.below(4));
+            switch (what) {
+            case 0: c = t.claim_put(id, k, size); break;
+            case 1: c = t.claim_fin(id, k, true); break;
+            case 2: c = t.claim_ack(id, rng.below(k + 1), k, true); break;
+            default: c = t.claim_fin(id, k, false); break;
+            }
+            if (c.outcome != Outcome::kAccepted) {
+                ++refused;
+                continue;
+            }
+            ++accepted;
+            REQUIRE(c.request == &s); // only the id's own send
+            REQUIRE(id == ids[i]);
+            if (what == 0) {
+                ++puts[i];
+                CHECK(k > 0);
+                CHECK(size > 0);
+                CHECK(k + size <= s.total);
+            } else {
+                ++answers[i];
+            }
+            owed[i] += c.first_split ? 1 : 0;
+            CHECK(puts[i] <= 1);
+            CHECK(answers[i] <= 1);
+            if (what == 3) {
+                CHECK(puts[i] == 0); // a plain answer only to a send nobody split
+                CHECK(s.split == 0);
+            } else {
+                CHECK(s.can_split);
+                CHECK(owed[i] == 1);
+            }
+        }
+        std::size_t open = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            const bool closed = answers[i] == 1 && (puts[i] == 1 || sends[i].split == 0);
+            open += closed ? 0 : 1;
+            if (closed) { // every later copy is a duplicate and changes nothing
+                CHECK(t.claim_put(ids[i], 1, 1).outcome == Outcome::kDuplicate);
+                CHECK(t.claim_fin(ids[i], 0, true).outcome == Outcome::kDuplicate);
+            }
+        }
+        CHECK(t.live() == open);
+    }
+    CHECK(accepted > runs); // both outcomes occur, or the test proves nothing
+    CHECK(refused > runs);
+}
 
 } // namespace
 

@@ -55,6 +55,14 @@ Defect decode_as(Kind kind, const std::vector<uint8_t> &v, std::size_t header_by
         StreamHdr h;
         return decode_stream(v.data(), n, payload, h);
     }
+    case Kind::kPut: {
+        PutHdr h;
+        return decode_put(v.data(), n, payload, h);
+    }
+    case Kind::kPutFin: {
+        PutFinHdr h;
+        return decode_put_fin(v.data(), n, payload, h);
+    }
     case Kind::kExt: break; // tests/unit/test_pml_excid.cc
     }
     return Defect::kKind;
@@ -70,6 +78,10 @@ std::size_t header_size(Kind k) {
     case Kind::kFin: return sizeof(FinHdr);
     case Kind::kExt: return sizeof(ExtHdr);
     case Kind::kStream: return sizeof(StreamHdr);
+    case Kind::kPut:
+        return sizeof(PutHdr);
+    case Kind::kPutFin:
+        return sizeof(PutFinHdr);
     }
     return 0;
 }
@@ -85,7 +97,11 @@ TEST_CASE("pml wire: layouts and tags", "[pml][wire]") {
     CHECK(tag_of(Kind::kExt) == 0x57);
     CHECK(std::string(kind_name(8)) == "STREAM");
     CHECK(tag_of(Kind::kStream) == 0x58);
-    CHECK(std::string(kind_name(9)) == "?");
+    CHECK(std::string(kind_name(9)) == "PUT");
+    CHECK(tag_of(Kind::kPut) == 0x59);
+    CHECK(std::string(kind_name(10)) == "PUT-FIN");
+    CHECK(tag_of(Kind::kPutFin) == 0x5a);
+    CHECK(std::string(kind_name(11)) == "?");
     MatchHdr m = make_match(7, 65535, 3, -12);
     auto v = bytes_of(m);
     CHECK(v[0] == 1);        // kind
@@ -144,6 +160,40 @@ TEST_CASE("pml wire: round trips", "[pml][wire]") {
     CHECK(s2.msg_len == 65536);
     CHECK(s2.src_req == 42);
     CHECK(s2.offset == 65536 - 100);
+
+    AckHdr as = make_ack_split(1, 2, 4096, 8192), as2{};
+    v = bytes_of(as);
+    REQUIRE(decode_ack(v.data(), v.size(), 0, as2) == Defect::kNone);
+    CHECK(as2.common.flags == kAckSplit);
+    CHECK(as2.offset == 4096);
+    CHECK(as2.size == 8192);
+
+    FinHdr fs = make_fin_split(78, 524288), fs2{};
+    v = bytes_of(fs);
+    REQUIRE(decode_fin(v.data(), v.size(), 0, fs2) == Defect::kNone);
+    CHECK(fs2.common.flags == kFinSplit);
+    CHECK(fs2.size == 524288);
+
+    PutHdr p = make_put(0x200000003ULL, 0x400000005ULL, 524288, 524288, 0x7f0000001000ULL, 24),
+           p2{};
+    v = bytes_of(p, 24);
+    REQUIRE(decode_put(v.data(), v.size(), 24, p2) == Defect::kNone);
+    CHECK(p2.src_req == 0x200000003ULL);
+    CHECK(p2.dst_req == 0x400000005ULL);
+    CHECK(p2.offset == 524288);
+    CHECK(p2.size == 524288);
+    CHECK(p2.dst_addr == 0x7f0000001000ULL);
+    CHECK(p2.handle_len == 24);
+    v = bytes_of(make_put(1, 2, 64, 1, 0, 0));
+    REQUIRE(decode_put(v.data(), v.size(), 0, p2) == Defect::kNone);
+    CHECK(p2.handle_len == 0);
+
+    PutFinHdr pf = make_put_fin(0x400000005ULL, 524288, 524288), pf2{};
+    v = bytes_of(pf);
+    REQUIRE(decode_put_fin(v.data(), v.size(), 0, pf2) == Defect::kNone);
+    CHECK(pf2.dst_req == 0x400000005ULL);
+    CHECK(pf2.offset == 524288);
+    CHECK(pf2.size == 524288);
 }
 
 TEST_CASE("pml wire: every refusal rule", "[pml][wire]") {
@@ -260,6 +310,67 @@ TEST_CASE("pml wire: every refusal rule", "[pml][wire]") {
     CHECK(decode_fin(v.data(), v.size(), 0, fi) == Defect::kStatus);
     v = bytes_of(make_fin(0, 0));
     CHECK(decode_fin(v.data(), v.size(), 0, fi) == Defect::kRequest);
+    AckHdr ab = make_ack_split(1, 2, 0, 0); // a split ACK asks for bytes
+    v = bytes_of(ab);
+    CHECK(decode_ack(v.data(), v.size(), 0, a) == Defect::kLength);
+    ab = make_ack_split(1, 2, 0, 5);
+    ab.common.flags = 0x02;
+    v = bytes_of(ab);
+    CHECK(decode_ack(v.data(), v.size(), 0, a) == Defect::kFlags);
+    FinHdr fb = make_fin_split(1, 0);
+    fb.common.flags = kFinSplit | 0x02; // the only FIN flag is kFinSplit
+    v = bytes_of(fb);
+    CHECK(decode_fin(v.data(), v.size(), 0, fi) == Defect::kFlags);
+
+    PutHdr p{};
+    v = bytes_of(make_put(0, 2, 64, 64, 0x1000, 0));
+    CHECK(decode_put(v.data(), v.size(), 0, p) == Defect::kRequest);
+    v = bytes_of(make_put(1, 0, 64, 64, 0x1000, 0));
+    CHECK(decode_put(v.data(), v.size(), 0, p) == Defect::kRequest);
+    v = bytes_of(make_put(1, 2, 0, 64, 0x1000, 0)); // the receiver gets [0, offset): never empty
+    CHECK(decode_put(v.data(), v.size(), 0, p) == Defect::kOffset);
+    v = bytes_of(make_put(1, 2, 64, 0, 0x1000, 0)); // length 0
+    CHECK(decode_put(v.data(), v.size(), 0, p) == Defect::kOffset);
+    v = bytes_of(make_put(1, 2, kMaxLength, 1, 0x1000, 0)); // ends past the length limit
+    CHECK(decode_put(v.data(), v.size(), 0, p) == Defect::kOffset);
+    v = bytes_of(make_put(1, 2, 64, ~0ull - 32, 0x1000, 0)); // offset + size wraps
+    CHECK(decode_put(v.data(), v.size(), 0, p) == Defect::kOffset);
+    v = bytes_of(make_put(1, 2, 64, 64, ~0ull - 100, 0)); // address + range wraps
+    CHECK(decode_put(v.data(), v.size(), 0, p) == Defect::kOffset);
+    v = bytes_of(make_put(1, 2, 64, 64, 0x1000, 8), 7); // handle shorter than announced
+    CHECK(decode_put(v.data(), v.size(), 7, p) == Defect::kHandle);
+    v = bytes_of(make_put(1, 2, 64, 64, 0x1000, 8), 9); // bytes after the handle
+    CHECK(decode_put(v.data(), v.size(), 9, p) == Defect::kHandle);
+    v = bytes_of(make_put(1, 2, 64, 64, 0x1000, kMaxHandle + 1), kMaxHandle + 1);
+    CHECK(decode_put(v.data(), v.size(), kMaxHandle + 1, p) == Defect::kHandle);
+    PutHdr pr = make_put(1, 2, 64, 64, 0x1000, 0);
+    pr.reserved4 = 1;
+    v = bytes_of(pr);
+    CHECK(decode_put(v.data(), v.size(), 0, p) == Defect::kFlags);
+    pr = make_put(1, 2, 64, 64, 0x1000, 0);
+    pr.common.flags = 1;
+    v = bytes_of(pr);
+    CHECK(decode_put(v.data(), v.size(), 0, p) == Defect::kFlags);
+    v = bytes_of(make_put(1, 2, 64, 64, 0x1000, 0));
+    CHECK(decode_put(v.data(), sizeof(PutHdr) - 1, 0, p) == Defect::kShort);
+    v = bytes_of(make_ack(1, 2, 3, 4), 16); // an ACK sent on the PUT tag
+    CHECK(decode_put(v.data(), v.size(), 0, p) == Defect::kKind);
+
+    PutFinHdr pf{};
+    v = bytes_of(make_put_fin(0, 64, 64));
+    CHECK(decode_put_fin(v.data(), v.size(), 0, pf) == Defect::kRequest);
+    v = bytes_of(make_put_fin(1, 64, 0));
+    CHECK(decode_put_fin(v.data(), v.size(), 0, pf) == Defect::kOffset);
+    v = bytes_of(make_put_fin(1, kMaxLength, 1));
+    CHECK(decode_put_fin(v.data(), v.size(), 0, pf) == Defect::kOffset);
+    v = bytes_of(make_put_fin(1, 64, 64), 1);
+    CHECK(decode_put_fin(v.data(), v.size(), 1, pf) == Defect::kLength);
+    PutFinHdr pfr = make_put_fin(1, 64, 64);
+    pfr.reserved2 = 7;
+    v = bytes_of(pfr);
+    CHECK(decode_put_fin(v.data(), v.size(), 0, pf) == Defect::kFlags);
+    v = bytes_of(make_fin(1, 64), 8); // a FIN sent on the PUT-FIN tag
+    CHECK(decode_put_fin(v.data(), v.size(), 0, pf) == Defect::kKind);
 }
 
 TEST_CASE("pml wire: rejected headers are described without overreading", "[pml][wire]") {
@@ -282,7 +393,9 @@ static void check_invariants(Kind kind, const std::vector<uint8_t> &v) {
     std::memcpy(&c, v.data(), sizeof c);
     CHECK(c.kind == static_cast<uint8_t>(kind));
     CHECK(c.version == kVersion);
-    CHECK((c.flags == 0 || (kind == Kind::kRndv && c.flags == kRndvStream)));
+    CHECK((c.flags == 0 || (kind == Kind::kRndv && c.flags == kRndvStream) ||
+           (kind == Kind::kFin && c.flags == kFinSplit) ||
+           (kind == Kind::kAck && c.flags == kAckSplit)));
     CHECK(c.reserved == 0);
     if (kind == Kind::kMatch || kind == Kind::kRndv || kind == Kind::kRget) {
         MatchHdr m;
@@ -324,6 +437,7 @@ static void check_invariants(Kind kind, const std::vector<uint8_t> &v) {
         CHECK(payload == 0);
         CHECK(a.offset + a.size >= a.offset); // no overflow
         CHECK((a.size == 0 || a.dst_req != 0));
+        CHECK((c.flags == 0 || a.size > 0));
     }
     if (kind == Kind::kFrag) {
         FragHdr f;
@@ -334,6 +448,27 @@ static void check_invariants(Kind kind, const std::vector<uint8_t> &v) {
     }
     if (kind == Kind::kFin) {
         CHECK(payload == 0);
+    }
+    if (kind == Kind::kPut) {
+        PutHdr p;
+        std::memcpy(&p, v.data(), sizeof p);
+        CHECK(p.handle_len == payload);
+        CHECK(p.handle_len <= kMaxHandle);
+        CHECK(p.src_req != 0);
+        CHECK(p.dst_req != 0);
+        CHECK(p.offset > 0);
+        CHECK(p.size > 0);
+        CHECK(p.offset + p.size <= kMaxLength);
+        CHECK(p.dst_addr + p.offset + p.size >= p.dst_addr); // no wrap
+        CHECK((p.reserved2 | p.reserved3 | p.reserved4) == 0);
+    }
+    if (kind == Kind::kPutFin) {
+        PutFinHdr f;
+        std::memcpy(&f, v.data(), sizeof f);
+        CHECK(payload == 0);
+        CHECK(f.dst_req != 0);
+        CHECK(f.size > 0);
+        CHECK(f.offset + f.size <= kMaxLength);
     }
 }
 
@@ -366,9 +501,24 @@ static std::vector<uint8_t> valid_random(Kind kind, std::mt19937_64 &rng) {
         auto hl = static_cast<uint16_t>(u(kMaxHandle));
         return bytes_of(make_rget(1, 2, src, tag, 1 + u(1 << 30), 1 + u(99), u(~0ull), hl), hl);
     }
-    case Kind::kAck: return bytes_of(make_ack(1 + u(99), 1 + u(99), u(kMaxLength), u(kMaxLength)));
+    case Kind::kAck:
+        return bytes_of(
+            u(1) ? make_ack(1 + u(99), 1 + u(99), u(kMaxLength), u(kMaxLength))
+                 : make_ack_split(1 + u(99), 1 + u(99), u(kMaxLength), 1 + u(kMaxLength - 1)));
     case Kind::kFrag: return bytes_of(make_frag(1 + u(99), u(kMaxLength)), 1 + u(64));
-    case Kind::kFin: return bytes_of(make_fin(1 + u(99), u(kMaxLength)));
+    case Kind::kFin:
+        return bytes_of(u(1) ? make_fin(1 + u(99), u(kMaxLength))
+                             : make_fin_split(1 + u(99), u(kMaxLength)));
+    case Kind::kPut: {
+        auto hl = static_cast<uint16_t>(u(kMaxHandle));
+        uint64_t off = 1 + u(kMaxLength - 1);
+        uint64_t size = 1 + u(kMaxLength - off);
+        return bytes_of(make_put(1 + u(99), 1 + u(99), off, size, u(~0ull - off - size), hl), hl);
+    }
+    case Kind::kPutFin: {
+        uint64_t off = u(kMaxLength - 1);
+        return bytes_of(make_put_fin(1 + u(99), off, 1 + u(kMaxLength - off - 1)));
+    }
     case Kind::kExt: break; // tests/unit/test_pml_excid.cc
     }
     return {};
@@ -379,9 +529,10 @@ TEST_CASE("pml wire: randomized fuzz (random bytes, mutated and truncated header
     std::mt19937_64 rng(20261130);
     std::size_t accepted = 0, rejected = 0;
     for (int iter = 0; iter < 200000; ++iter) {
-        static const Kind kKinds[] = {Kind::kMatch, Kind::kRndv, Kind::kRget, Kind::kAck,
-                                      Kind::kFrag,  Kind::kFin,  Kind::kStream};
-        Kind kind = kKinds[iter % 7];
+        static const Kind kKinds[] = {Kind::kMatch,  Kind::kRndv, Kind::kRget,
+                                      Kind::kAck,    Kind::kFrag, Kind::kFin,
+                                      Kind::kStream, Kind::kPut,  Kind::kPutFin};
+        Kind kind = kKinds[iter % 9];
         std::vector<uint8_t> v;
         int how = static_cast<int>(rng() % 4);
         if (how == 0) { // pure noise, any length up to 2 headers
