@@ -130,7 +130,7 @@ uint64_t FragTable::open(FragAccount &a, uint64_t lo, uint64_t hi, void *owner, 
     return a.id_;
 }
 
-FragTable::Admission FragTable::admit(uint64_t id, uint64_t offset, uint64_t len) noexcept {
+FragTable::Admission FragTable::find(uint64_t id) noexcept {
     HandleTable::Lookup l = ids_.lookup(id);
     if (l.state == HandleTable::State::kClosed) {
         return {Outcome::kDuplicate, nullptr};
@@ -138,20 +138,23 @@ FragTable::Admission FragTable::admit(uint64_t id, uint64_t offset, uint64_t len
     if (l.state == HandleTable::State::kNever) {
         return {Outcome::kUnknown, nullptr};
     }
-    auto *a = static_cast<FragAccount *>(l.object);
-    return {a->admit(offset, len), a};
+    return {Outcome::kAccepted, static_cast<FragAccount *>(l.object)};
+}
+
+FragTable::Admission FragTable::admit(uint64_t id, uint64_t offset, uint64_t len) noexcept {
+    Admission f = find(id);
+    if (f.account != nullptr) {
+        f.outcome = f.account->admit(offset, len);
+    }
+    return f;
 }
 
 FragTable::Admission FragTable::admit_put(uint64_t id, uint64_t offset, uint64_t len) noexcept {
-    HandleTable::Lookup l = ids_.lookup(id);
-    if (l.state == HandleTable::State::kClosed) {
-        return {Outcome::kDuplicate, nullptr};
+    Admission f = find(id);
+    if (f.account != nullptr) {
+        f.outcome = f.account->admit_put(offset, len);
     }
-    if (l.state == HandleTable::State::kNever) {
-        return {Outcome::kUnknown, nullptr};
-    }
-    auto *a = static_cast<FragAccount *>(l.object);
-    return {a->admit_put(offset, len), a};
+    return f;
 }
 
 bool FragTable::settle(FragAccount &a) noexcept {

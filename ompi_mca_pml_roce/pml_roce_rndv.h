@@ -153,6 +153,10 @@ public:
     std::size_t capacity() const noexcept { return ids_.capacity(); }
 
 private:
+    /// The live account `id` names (outcome kAccepted), or kDuplicate /
+    /// kUnknown with no account; shared by admit() and admit_put().
+    Admission find(uint64_t id) noexcept;
+
     HandleTable ids_;
 };
 
